@@ -1,0 +1,38 @@
+# Makefile for idemjob (PGXS)
+
+EXTENSION = idemjob
+EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
+
+MODULE_big = idemjob
+OBJS = \
+	src/idemjob.o \
+	src/uuidv7.o \
+	src/spi_plans.o \
+	src/jobs.o \
+	src/attempts.o \
+	src/commit.o \
+	src/triggers.o \
+	src/contracts.o \
+	src/validator.o
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+TESTS = $(sort $(wildcard test/sql/*.sql))
+REGRESS = $(patsubst test/sql/%.sql,%,$(TESTS))
+ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
+REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
+ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
+TAP_TESTS = 1
+
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare -Werror
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: test scenario
+test:
+	bash test/run-tests.sh
+
+scenario:
+	bash scenario/run.sh

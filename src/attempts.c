@@ -1,0 +1,489 @@
+/*-------------------------------------------------------------------------
+ *
+ * attempts.c
+ *	  The attempt state machine: start_attempt(), fail_attempt(),
+ *	  mark_unknown(), cancel_attempt() and expire_attempts().
+ *
+ * Attempts: started -> unknown; started/unknown -> succeeded, superseded,
+ * failed, cancelled; cancelled -> succeeded, superseded, failed.  Anything
+ * else is IJ005.  A call repeated on the state it produced answers with the
+ * row as stored (I7).
+ *
+ * Locking: a function that changes an attempt locks the attempt row first
+ * (FOR UPDATE) and its job second, by an UPDATE whose WHERE clause says
+ * which job states it may move, so a concurrent change to the job is
+ * re-checked after the lock wait.  start_attempt() locks the job alone (it
+ * inserts the attempt), so no two functions take the two row locks in
+ * opposite orders.
+ *
+ * start_attempt() takes one statement on the common path: an UPDATE of a
+ * pending job on its own provider, then the INSERT of the attempt.  Anything
+ * else (a job in flight, finished or missing, a failover) goes through a
+ * locked read that decides the refusal in the contract's order: IJ006,
+ * IJ003, IJ004, IJ002.  The partial unique index attempts_one_in_doubt makes
+ * a second in-doubt attempt impossible whatever the C code does.
+ *
+ * src/attempts.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "datatype/timestamp.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "idemjob.h"
+
+PG_FUNCTION_INFO_V1(idemjob_start_attempt);
+PG_FUNCTION_INFO_V1(idemjob_fail_attempt);
+PG_FUNCTION_INFO_V1(idemjob_mark_unknown);
+PG_FUNCTION_INFO_V1(idemjob_cancel_attempt);
+PG_FUNCTION_INFO_V1(idemjob_expire_attempts);
+
+#define FINAL_JOB_STATES "('succeeded', 'failed', 'cancelled')"
+
+static IjPlan start_fast = {
+	"UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
+	" state = 'running', updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND state = 'pending'"
+	" AND ($2::text IS NULL OR provider OPERATOR(pg_catalog.=) $2)"
+	" RETURNING owner_id, provider, version, attempt_count",
+	2, {UUIDOID, TEXTOID}
+};
+
+static IjPlan start_lock_job = {
+	"SELECT state::text, provider, intent FROM idemjob.jobs"
+	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+	1, {UUIDOID}
+};
+
+static IjPlan start_locked = {
+	"UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
+	" state = 'running', updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" RETURNING owner_id, provider, version, attempt_count",
+	1, {UUIDOID}
+};
+
+static IjPlan find_in_doubt = {
+	"SELECT id, state::text, provider, worker, started_at, deadline"
+	" FROM idemjob.attempts"
+	" WHERE job_id OPERATOR(pg_catalog.=) $1 AND state IN ('started', 'unknown')",
+	1, {UUIDOID}
+};
+
+static IjPlan insert_attempt = {
+	"INSERT INTO idemjob.attempts"
+	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, pg_catalog.now() OPERATOR(pg_catalog.+) $8)"
+	" RETURNING *",
+	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INTERVALOID}
+};
+
+static IjPlan attempt_row = {
+	"SELECT * FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+static IjPlan lock_attempt = {
+	"SELECT a.job_id, a.state::text, a.read_version, a.result_sha256,"
+	" j.intent, j.state::text"
+	" FROM idemjob.attempts a JOIN idemjob.jobs j"
+	" ON j.id OPERATOR(pg_catalog.=) a.job_id"
+	" WHERE a.id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF a",
+	1, {UUIDOID}
+};
+
+static IjPlan release_job = {
+	"UPDATE idemjob.jobs SET state = 'pending', updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND state IN ('running', 'in_doubt')",
+	1, {UUIDOID}
+};
+
+static IjPlan job_in_doubt = {
+	"UPDATE idemjob.jobs SET state = 'in_doubt', updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND state IN ('pending', 'running')",
+	1, {UUIDOID}
+};
+
+static IjPlan job_failed = {
+	"UPDATE idemjob.jobs SET state = 'failed',"
+	" version = version OPERATOR(pg_catalog.+) 1,"
+	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND state NOT IN " FINAL_JOB_STATES,
+	1, {UUIDOID}
+};
+
+/* a fence: only while the attempt's read version is still current */
+static IjPlan job_fence = {
+	"UPDATE idemjob.jobs SET version = version OPERATOR(pg_catalog.+) 1,"
+	" updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
+	" AND state NOT IN " FINAL_JOB_STATES,
+	2, {UUIDOID, INT8OID}
+};
+
+static IjPlan set_attempt_state = {
+	"UPDATE idemjob.attempts SET state = $2::text::idemjob.attempt_state,"
+	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" RETURNING *",
+	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}
+};
+
+static IjPlan expire = {
+	"WITH x AS ("
+	"  UPDATE idemjob.attempts"
+	"  SET state = 'unknown', error = '{\"code\": \"unknown\", \"reason\": \"deadline\"}'"
+	"  WHERE state = 'started' AND deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
+	"  RETURNING job_id),"
+	" y AS ("
+	"  UPDATE idemjob.jobs j SET state = 'in_doubt', updated_at = pg_catalog.now()"
+	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id AND j.state = 'running'"
+	"  RETURNING 1)"
+	" SELECT pg_catalog.count(*)::int4 FROM x",
+	0, {InvalidOid}
+};
+
+bool
+ij_in_doubt(const char *attempt_state)
+{
+	return strcmp(attempt_state, "started") == 0 ||
+		strcmp(attempt_state, "unknown") == 0;
+}
+
+bool
+ij_job_final(const char *job_state)
+{
+	return strcmp(job_state, "succeeded") == 0 ||
+		strcmp(job_state, "failed") == 0 ||
+		strcmp(job_state, "cancelled") == 0;
+}
+
+/*
+ * Lock an attempt row; IJ006 when there is none.  Must be connected.
+ */
+void
+ij_lock_attempt(Datum attempt_id, IjAttempt *a)
+{
+	bool		isnull;
+
+	if (ij_exec(&lock_attempt, &attempt_id, NULL, 1) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_NOT_FOUND),
+				 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id))));
+	a->id = attempt_id;
+	a->job_id = ij_col_nn(0, 1);
+	a->state = TextDatumGetCString(ij_col_nn(0, 2));
+	a->read_version = DatumGetInt64(ij_col_nn(0, 3));
+	a->sha = ij_col(0, 4, &isnull);
+	a->has_sha = !isnull;
+	a->intent = TextDatumGetCString(ij_col_nn(0, 5));
+	a->job_state = TextDatumGetCString(ij_col_nn(0, 6));
+}
+
+/* the job's in-doubt attempt has left doubt: the job is free again */
+void
+ij_release_job(Datum job_id)
+{
+	ij_exec(&release_job, &job_id, NULL, 0);
+}
+
+static void
+invalid_transition(IjAttempt *a, const char *to, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+			 errmsg("attempt %s cannot become %s", ij_uuid_str(a->id), to),
+			 errdetail("The attempt is %s.", a->state),
+			 hint ? errhint("%s", hint) : 0));
+}
+
+/* write an attempt's new state and note; leaves the row as result row 0 */
+static void
+set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
+{
+	Datum		args[4];
+
+	args[0] = a->id;
+	args[1] = ij_text_datum(state);
+	args[2] = JsonbPGetDatum(note);
+	args[3] = BoolGetDatum(finished);
+	ij_exec(&set_attempt_state, args, NULL, 0);
+}
+
+/*
+ * idemjob.start_attempt(job_id, provider, timeout, worker)
+ *		RETURNS idemjob.attempts
+ */
+Datum
+idemjob_start_attempt(PG_FUNCTION_ARGS)
+{
+	Datum		job_id;
+	text	   *provider;
+	text	   *worker;
+	Interval   *timeout = NULL;
+	Datum		args[8];
+	char		nulls[8] = "        ";
+	Datum		result;
+	int			n;
+
+	ij_require(fcinfo, 0, "job_id");
+	job_id = PG_GETARG_DATUM(0);
+	provider = ij_name_arg(fcinfo, 1, "provider", true);
+	if (!PG_ARGISNULL(2))
+	{
+		Interval	zero;
+
+		timeout = PG_GETARG_INTERVAL_P(2);
+		memset(&zero, 0, sizeof(zero));
+		if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											  IntervalPGetDatum(timeout),
+											  IntervalPGetDatum(&zero))) <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("argument \"timeout\" must be positive"),
+					 errhint("Pass NULL to use idemjob.attempt_timeout.")));
+	}
+	else if (idemjob_attempt_timeout_ms > 0)
+	{
+		timeout = palloc0(sizeof(Interval));
+		timeout->time = (TimeOffset) idemjob_attempt_timeout_ms * 1000;
+	}
+	worker = ij_name_arg(fcinfo, 3, "worker", true);
+
+	ij_connect();
+
+	args[0] = job_id;
+	args[1] = provider ? PointerGetDatum(provider) : (Datum) 0;
+	nulls[1] = provider ? ' ' : 'n';
+	n = ij_exec(&start_fast, args, nulls, 0);
+
+	if (n == 0)
+	{
+		char	   *state;
+		Datum		job_provider;
+		char	   *intent;
+
+		/* not a pending job on its own provider: decide under a row lock */
+		if (ij_exec(&start_lock_job, &job_id, NULL, 1) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_NOT_FOUND),
+					 errmsg("job %s does not exist", ij_uuid_str(job_id))));
+		state = TextDatumGetCString(ij_col_nn(0, 1));
+		job_provider = ij_col_nn(0, 2);
+		intent = TextDatumGetCString(ij_col_nn(0, 3));
+		if (provider == NULL)
+			provider = DatumGetTextPP(job_provider);
+
+		if (ij_job_final(state))
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_JOB_FINISHED),
+					 errmsg("job %s is already finished", ij_uuid_str(job_id)),
+					 errdetail("The job is %s; no new attempt can start.", state),
+					 errhint("Read the job's outcome, or submit a new request with a new idempotency key.")));
+
+		if (!ij_text_eq(job_provider, provider) &&
+			idemjob_require_certified_failover &&
+			!ij_provider_certified(intent, text_to_cstring(provider)))
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_PROVIDER_NOT_CERTIFIED),
+					 errmsg("provider \"%s\" is not certified for intent \"%s\"",
+							text_to_cstring(provider), intent),
+					 errdetail("Job %s targets provider \"%s\"; a failover must go to a provider certified under the intent's current output contract.",
+							   ij_uuid_str(job_id), TextDatumGetCString(job_provider)),
+					 errhint("Certify the provider with idemjob.certify_provider() after it passes the contract's tests.")));
+
+		if (ij_exec(&find_in_doubt, &job_id, NULL, 1) > 0)
+		{
+			bool		wnull;
+			Datum		a_worker = ij_col(0, 4, &wnull);
+			bool		dnull;
+			Datum		deadline = ij_col(0, 6, &dnull);
+			Datum		a_id = ij_col_nn(0, 1);
+			char	   *a_state = TextDatumGetCString(ij_col_nn(0, 2));
+
+			/* I7: the same worker retrying learns its own attempt */
+			if (worker != NULL && !wnull &&
+				ij_text_eq(a_worker, worker) &&
+				ij_text_eq(ij_col_nn(0, 3), provider))
+			{
+				ij_exec(&attempt_row, &a_id, NULL, 1);
+				result = ij_row_datum(0, fcinfo);
+				ij_finish();
+				PG_RETURN_DATUM(result);
+			}
+
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_ATTEMPT_IN_DOUBT),
+					 errmsg("job %s has an attempt in doubt", ij_uuid_str(job_id)),
+					 errdetail("Attempt %s is %s%s%s.", ij_uuid_str(a_id), a_state,
+							   dnull ? "" : ", deadline ",
+							   dnull ? "" : DatumGetCString(DirectFunctionCall1(timestamptz_out, deadline))),
+					 errhint("Wait for its result, or resolve it with idemjob.complete_attempt(), idemjob.fail_attempt() or idemjob.cancel_attempt() before starting another.")));
+		}
+
+		n = ij_exec(&start_locked, &job_id, NULL, 0);
+		Assert(n == 1);
+	}
+
+	args[0] = UUIDPGetDatum(idemjob_new_uuid());
+	args[1] = job_id;
+	args[2] = ij_col_nn(0, 1);	/* owner_id */
+	args[3] = ij_col_nn(0, 4);	/* attempt_no = new attempt_count */
+	args[4] = provider ? PointerGetDatum(provider) : ij_col_nn(0, 2);
+	args[5] = ij_col_nn(0, 3);	/* read_version */
+	args[6] = worker ? PointerGetDatum(worker) : (Datum) 0;
+	args[7] = timeout ? IntervalPGetDatum(timeout) : (Datum) 0;
+	memset(nulls, ' ', sizeof(nulls));
+	nulls[6] = worker ? ' ' : 'n';
+	nulls[7] = timeout ? ' ' : 'n';
+	ij_exec(&insert_attempt, args, nulls, 0);
+
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * idemjob.fail_attempt(attempt_id, error, retryable) RETURNS idemjob.attempts
+ */
+Datum
+idemjob_fail_attempt(PG_FUNCTION_ARGS)
+{
+	IjAttempt	a;
+	Jsonb	   *error;
+	bool		retryable;
+	Datum		result;
+
+	ij_require(fcinfo, 0, "attempt_id");
+	ij_require(fcinfo, 2, "retryable");
+	error = ij_jsonb_arg(fcinfo, 1, "error", true);
+	retryable = PG_GETARG_BOOL(2);
+	if (error == NULL)
+		error = ij_note("failed", NULL);
+
+	ij_connect();
+	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+
+	if (strcmp(a.state, "failed") == 0)
+		ij_exec(&attempt_row, &a.id, NULL, 1);	/* I7 */
+	else if (ij_in_doubt(a.state))
+	{
+		set_state(&a, "failed", error, true);
+		if (retryable)
+			ij_release_job(a.job_id);
+		else
+			ij_exec(&job_failed, &a.job_id, NULL, 0);
+		ij_exec(&attempt_row, &a.id, NULL, 1);
+	}
+	else
+		invalid_transition(&a, "failed",
+						   strcmp(a.state, "cancelled") == 0 ?
+						   "A cancelled attempt fails only by returning a result that breaks the output contract." : NULL);
+
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * idemjob.mark_unknown(attempt_id, reason) RETURNS idemjob.attempts
+ */
+Datum
+idemjob_mark_unknown(PG_FUNCTION_ARGS)
+{
+	IjAttempt	a;
+	Jsonb	   *note;
+	Datum		result;
+
+	ij_require(fcinfo, 0, "attempt_id");
+	ij_require(fcinfo, 1, "reason");
+	note = ij_note("unknown", text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	ij_check_payload(JsonbPGetDatum(note), "reason");
+
+	ij_connect();
+	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+
+	if (strcmp(a.state, "unknown") == 0)
+		ij_exec(&attempt_row, &a.id, NULL, 1);	/* I7 */
+	else if (strcmp(a.state, "started") == 0)
+	{
+		set_state(&a, "unknown", note, false);
+		ij_exec(&job_in_doubt, &a.job_id, NULL, 0);
+		ij_exec(&attempt_row, &a.id, NULL, 1);
+	}
+	else
+		invalid_transition(&a, "unknown",
+						   "Only a started attempt can be marked unknown.");
+
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * idemjob.cancel_attempt(attempt_id, reason, fence) RETURNS idemjob.attempts
+ */
+Datum
+idemjob_cancel_attempt(PG_FUNCTION_ARGS)
+{
+	IjAttempt	a;
+	Jsonb	   *note;
+	bool		fence;
+	Datum		result;
+	Datum		args[2];
+
+	ij_require(fcinfo, 0, "attempt_id");
+	ij_require(fcinfo, 1, "reason");
+	ij_require(fcinfo, 2, "fence");
+	note = ij_note("cancelled", text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	ij_check_payload(JsonbPGetDatum(note), "reason");
+	fence = PG_GETARG_BOOL(2);
+
+	ij_connect();
+	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+
+	if (ij_in_doubt(a.state))
+	{
+		set_state(&a, "cancelled", note, true);
+		ij_release_job(a.job_id);
+	}
+	else if (strcmp(a.state, "cancelled") != 0)
+		invalid_transition(&a, "cancelled",
+						   "Only an attempt that is started or unknown can be cancelled.");
+
+	/*
+	 * A fence moves the job's version past the attempt's read version, so
+	 * its result can never win.  Where it has moved already, the attempt is
+	 * fenced and nothing changes (I7); a final job's version never moves.
+	 */
+	if (fence)
+	{
+		args[0] = a.job_id;
+		args[1] = Int64GetDatum(a.read_version);
+		ij_exec(&job_fence, args, NULL, 0);
+	}
+
+	ij_exec(&attempt_row, &a.id, NULL, 1);
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * idemjob.expire_attempts() RETURNS integer
+ */
+Datum
+idemjob_expire_attempts(PG_FUNCTION_ARGS)
+{
+	int32		n;
+
+	ij_connect();
+	ij_exec(&expire, NULL, NULL, 0);
+	n = DatumGetInt32(ij_col_nn(0, 1));
+	ij_finish();
+	PG_RETURN_INT32(n);
+}

@@ -1,0 +1,347 @@
+/*-------------------------------------------------------------------------
+ *
+ * commit.c
+ *	  Where a result is committed: complete_attempt(), the compare-and-swap
+ *	  on (version, completed_by IS NULL), and the race log.
+ *
+ * The attempt row is locked first (FOR UPDATE), so two calls for the same
+ * attempt serialize and the second sees the first's answer (I7).  The
+ * result is checked against the intent's output contract before anything
+ * is written; a violation is an answer ("rejected"), not an error.  Then a
+ * single-table UPDATE of the job is the compare-and-swap:
+ *
+ *	 UPDATE jobs SET result = $r, ... WHERE id = $j AND version = $read_version
+ *	   AND completed_by IS NULL
+ *
+ * Under READ COMMITTED, a concurrent writer of the same job makes this
+ * statement wait for the row lock and then re-evaluate its WHERE clause on
+ * the committed row (EvalPlanQual), so of any number of attempts returning
+ * at once exactly one finds the slot empty and its version current: the
+ * first to return wins, whatever order they started in.  The others get
+ * "lost": their attempt becomes superseded, the payload is dropped, and one
+ * race_log row keeps its SHA-256 and size.  The race log is written only on
+ * that losing path.
+ *
+ * A retried call finds the attempt already completed and answers from what
+ * is stored: the winner's result is compared with the job's result, a
+ * loser's or rejected result by its fingerprint.
+ *
+ * src/commit.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "idemjob.h"
+
+PG_FUNCTION_INFO_V1(idemjob_complete_attempt);
+
+static IjPlan cas = {
+	"UPDATE idemjob.jobs SET state = 'succeeded', result = $3, completed_by = $4,"
+	" version = version OPERATOR(pg_catalog.+) 1,"
+	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
+	" AND completed_by IS NULL"
+	" RETURNING version",
+	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}
+};
+
+static IjPlan attempt_won = {
+	"UPDATE idemjob.attempts SET state = 'succeeded', finished_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+static IjPlan attempt_done = {
+	"UPDATE idemjob.attempts SET state = $2::text::idemjob.attempt_state,"
+	" finished_at = pg_catalog.now(), result_sha256 = $3,"
+	" error = COALESCE($4, error)"
+	" WHERE id OPERATOR(pg_catalog.=) $1",
+	4, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID}
+};
+
+static IjPlan job_after_loss = {
+	"SELECT version, completed_by,"
+	" pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) completed_at"
+	" FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+static IjPlan log_race = {
+	"INSERT INTO idemjob.race_log (job_id, owner_id, attempt_id, winner_attempt_id,"
+	" expected_version, found_version, reason, result_sha256, result_bytes, late_by)"
+	" SELECT $1, a.owner_id, $2, $3, $4, $5, $6, $7, $8, $9"
+	" FROM idemjob.attempts a WHERE a.id OPERATOR(pg_catalog.=) $2",
+	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}
+};
+
+static IjPlan job_answer = {
+	"SELECT version, result, completed_by FROM idemjob.jobs"
+	" WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+static IjPlan race_answer = {
+	"SELECT found_version, winner_attempt_id FROM idemjob.race_log"
+	" WHERE attempt_id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+/*
+ * The race-log fingerprint: SHA-256 of the result's canonical jsonb text
+ * (jsonb_out) and that text's length in bytes.
+ */
+static bytea *
+result_fingerprint(Jsonb *result, int32 *nbytes)
+{
+	char	   *text = JsonbToCString(NULL, &result->root, VARSIZE(result));
+	size_t		len = strlen(text);
+	bytea	   *sha = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (uint8 *) text, len) < 0 ||
+		pg_cryptohash_final(ctx, (uint8 *) VARDATA(sha), PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute SHA-256");
+	pg_cryptohash_free(ctx);
+	SET_VARSIZE(sha, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	if (nbytes)
+		*nbytes = (int32) len;
+	pfree(text);
+	return sha;
+}
+
+static bool
+bytea_datum_eq(Datum a, bytea *b)
+{
+	bytea	   *ba = DatumGetByteaPP(a);
+
+	return VARSIZE_ANY_EXHDR(ba) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(ba), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
+}
+
+/* byte-identical jsonb: the same canonical text */
+static bool
+jsonb_datum_identical(Datum a, Jsonb *b)
+{
+	Jsonb	   *ja = DatumGetJsonbP(a);
+
+	return VARSIZE(ja) == VARSIZE(b) && memcmp(ja, b, VARSIZE(b)) == 0;
+}
+
+static void
+already_completed(IjAttempt *a)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
+			 errmsg("attempt %s was already completed with a different result",
+					ij_uuid_str(a->id)),
+			 errdetail("The attempt is %s; a result is accepted once per attempt.", a->state),
+			 errhint("Resend the original result to learn the outcome.")));
+}
+
+/*
+ * idemjob.complete_attempt(attempt_id, result)
+ *		RETURNS TABLE(outcome, job_id, job_version, winner_attempt_id)
+ */
+Datum
+idemjob_complete_attempt(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		IjAttempt	a;
+		Jsonb	   *result;
+		Jsonb	   *violation = NULL;
+		const char *outcome;
+		Datum		out[4];
+		bool		outnull[4] = {false, false, false, false};
+		Datum		args[9];
+		char		nulls[9];
+		TupleDesc	tupdesc;
+		MemoryContext oldcxt;
+
+		ij_require(fcinfo, 0, "attempt_id");
+		ij_require(fcinfo, 1, "result");
+		result = ij_jsonb_arg(fcinfo, 1, "result", false);
+
+		funcctx = SRF_FIRSTCALL_INIT();
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+
+		ij_connect();
+		ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+		out[1] = a.job_id;
+
+		if (strcmp(a.state, "succeeded") == 0)
+		{
+			/* I7: the winner again */
+			ij_exec(&job_answer, &a.job_id, NULL, 1);
+			if (!jsonb_datum_identical(ij_col_nn(0, 2), result))
+				already_completed(&a);
+			outcome = "won";
+			out[2] = ij_col_nn(0, 1);
+			out[3] = a.id;
+		}
+		else if (a.has_sha)
+		{
+			/* I7: a loser or a rejected result again */
+			if (!bytea_datum_eq(a.sha, result_fingerprint(result, NULL)))
+				already_completed(&a);
+			if (strcmp(a.state, "superseded") == 0)
+			{
+				outcome = "lost";
+				if (ij_exec(&race_answer, &a.id, NULL, 1) == 1)
+				{
+					out[2] = ij_col_nn(0, 1);
+					out[3] = ij_col(0, 2, &outnull[3]);
+				}
+				else
+				{
+					/* the race log was pruned: answer from the job */
+					ij_exec(&job_answer, &a.job_id, NULL, 1);
+					out[2] = ij_col_nn(0, 1);
+					out[3] = ij_col(0, 3, &outnull[3]);
+				}
+			}
+			else
+			{
+				outcome = "rejected";
+				ij_exec(&job_answer, &a.job_id, NULL, 1);
+				out[2] = ij_col_nn(0, 1);
+				outnull[3] = true;
+			}
+		}
+		else if (strcmp(a.state, "failed") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+					 errmsg("attempt %s cannot complete", ij_uuid_str(a.id)),
+					 errdetail("The attempt already failed."),
+					 errhint("Start a new attempt if the job is still pending.")));
+		else if (!ij_check_result_contract(a.intent, result, &violation))
+		{
+			/* a result that breaks the contract never wins: rejected */
+			JsonbValue *err;
+			JsonbParseState *ps = NULL;
+			JsonbValue	k,
+						v;
+			JsonbIterator *it;
+			JsonbIteratorToken tok;
+
+			pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
+			k.type = jbvString;
+			k.val.string.val = "code";
+			k.val.string.len = 4;
+			pushJsonbValue(&ps, WJB_KEY, &k);
+			v.type = jbvString;
+			v.val.string.val = "contract_violation";
+			v.val.string.len = strlen("contract_violation");
+			pushJsonbValue(&ps, WJB_VALUE, &v);
+			it = JsonbIteratorInit(&violation->root);
+			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+			{
+				if (tok == WJB_KEY || tok == WJB_VALUE)
+					pushJsonbValue(&ps, tok, &v);
+			}
+			err = pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+
+			args[0] = a.id;
+			args[1] = ij_text_datum("failed");
+			args[2] = PointerGetDatum(result_fingerprint(result, NULL));
+			args[3] = JsonbPGetDatum(JsonbValueToJsonb(err));
+			ij_exec(&attempt_done, args, NULL, 0);
+			if (ij_in_doubt(a.state))
+				ij_release_job(a.job_id);
+			ij_exec(&job_answer, &a.job_id, NULL, 1);
+			outcome = "rejected";
+			out[2] = ij_col_nn(0, 1);
+			outnull[3] = true;
+		}
+		else
+		{
+			args[0] = a.job_id;
+			args[1] = Int64GetDatum(a.read_version);
+			args[2] = JsonbPGetDatum(result);
+			args[3] = a.id;
+			if (ij_exec(&cas, args, NULL, 0) == 1)
+			{
+				outcome = "won";
+				out[2] = ij_col_nn(0, 1);
+				out[3] = a.id;
+				ij_exec(&attempt_won, &a.id, NULL, 0);
+			}
+			else
+			{
+				/* lost: drop the payload, keep its fingerprint */
+				int32		nbytes;
+				bytea	   *sha = result_fingerprint(result, &nbytes);
+				Datum		found_version;
+				Datum		winner;
+				bool		winner_null;
+				bool		late_null;
+				Datum		late_by;
+
+				if (ij_exec(&job_after_loss, &a.job_id, NULL, 1) == 0)
+					elog(ERROR, "job %s of attempt %s vanished",
+						 ij_uuid_str(a.job_id), ij_uuid_str(a.id));
+				found_version = ij_col_nn(0, 1);
+				winner = ij_col(0, 2, &winner_null);
+				late_by = ij_col(0, 3, &late_null);
+
+				memset(nulls, ' ', sizeof(nulls));
+				args[0] = a.job_id;
+				args[1] = a.id;
+				args[2] = winner;
+				nulls[2] = winner_null ? 'n' : ' ';
+				args[3] = Int64GetDatum(a.read_version);
+				args[4] = found_version;
+				args[5] = ij_text_datum(winner_null ? "version_moved" : "slot_taken");
+				args[6] = PointerGetDatum(sha);
+				args[7] = Int32GetDatum(nbytes);
+				args[8] = late_by;
+				nulls[8] = (winner_null || late_null) ? 'n' : ' ';
+
+				outcome = "lost";
+				out[2] = found_version;
+				out[3] = winner;
+				outnull[3] = winner_null;
+
+				ij_exec(&log_race, args, nulls, 0);
+				args[0] = a.id;
+				args[1] = ij_text_datum("superseded");
+				args[2] = PointerGetDatum(sha);
+				args[3] = (Datum) 0;
+				memset(nulls, ' ', sizeof(nulls));
+				nulls[3] = 'n';
+				ij_exec(&attempt_done, args, nulls, 0);
+				if (ij_in_doubt(a.state))
+					ij_release_job(a.job_id);
+			}
+		}
+
+		/* SPI's result rows live until ij_finish(): copy the answer out */
+		oldcxt = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		out[0] = ij_text_datum(outcome);
+		funcctx->user_fctx = heap_form_tuple(tupdesc, out, outnull);
+		MemoryContextSwitchTo(oldcxt);
+		ij_finish();
+	}
+
+	funcctx = SRF_PERCALL_SETUP();
+	if (funcctx->user_fctx != NULL)
+	{
+		HeapTuple	tuple = (HeapTuple) funcctx->user_fctx;
+
+		funcctx->user_fctx = NULL;
+		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(tuple));
+	}
+	SRF_RETURN_DONE(funcctx);
+}

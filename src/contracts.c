@@ -1,0 +1,390 @@
+/*-------------------------------------------------------------------------
+ *
+ * contracts.c
+ *	  Output contracts per intent and certified failover:
+ *	  define_contract(), certify_provider(), revoke_provider(), the check
+ *	  of a result against its intent's contract, and the certification
+ *	  check of a failover attempt.
+ *
+ * Compiled contracts are cached per backend, keyed by intent, with a
+ * negative entry for an intent that has none, so that complete_attempt()
+ * on the common path costs a hash probe.  Any change to idemjob.contracts
+ * (through define_contract() or raw DML) fires a statement trigger that
+ * sends a relcache invalidation for the table; at commit every backend
+ * receives it and marks its cache stale, and the next look-up drops it.
+ * The callback itself frees nothing: it can run in the middle of a check.
+ *
+ * A new contract version lapses the certifications made under older ones:
+ * a certification counts only at the intent's current version.  The
+ * failover check locks the certification and contract rows FOR SHARE, so
+ * a concurrent revoke_provider() or define_contract() either waits for the
+ * starting attempt's transaction, or commits first and the check, re-run
+ * on the committed rows, refuses (IJ004).
+ *
+ * src/contracts.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "idemjob.h"
+#include "validator.h"
+
+PG_FUNCTION_INFO_V1(idemjob_define_contract);
+PG_FUNCTION_INFO_V1(idemjob_certify_provider);
+PG_FUNCTION_INFO_V1(idemjob_revoke_provider);
+
+/* cached entries are dropped wholesale past this many */
+#define CONTRACT_CACHE_MAX	10000
+
+typedef struct ContractEntry
+{
+	char		intent[IDEMJOB_MAX_NAME_BYTES + 1];	/* hash key */
+	bool		has_contract;
+	int32		version;
+	IjSchema   *schema;
+} ContractEntry;
+
+static MemoryContext cache_cxt = NULL;
+static HTAB *cache = NULL;
+static bool cache_stale = false;
+static Oid	contracts_relid = InvalidOid;
+
+static IjPlan get_contract = {
+	"SELECT version, output_schema FROM idemjob.contracts"
+	" WHERE intent OPERATOR(pg_catalog.=) $1",
+	1, {TEXTOID}
+};
+
+static IjPlan lock_contract = {
+	"SELECT version, output_schema FROM idemjob.contracts"
+	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+static IjPlan insert_contract = {
+	"INSERT INTO idemjob.contracts (intent, version, output_schema)"
+	" VALUES ($1, 1, $2) ON CONFLICT (intent) DO NOTHING RETURNING version",
+	2, {TEXTOID, JSONBOID}
+};
+
+static IjPlan update_contract = {
+	"UPDATE idemjob.contracts SET version = version OPERATOR(pg_catalog.+) 1,"
+	" output_schema = $2, updated_at = pg_catalog.now()"
+	" WHERE intent OPERATOR(pg_catalog.=) $1 RETURNING version",
+	2, {TEXTOID, JSONBOID}
+};
+
+static IjPlan current_version = {
+	"SELECT version FROM idemjob.contracts"
+	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR SHARE",
+	1, {TEXTOID}
+};
+
+/* certify: a new row, or a revoked one certified again; else nothing */
+static IjPlan certify_row = {
+	"INSERT INTO idemjob.certifications AS c"
+	" (intent, provider, contract_version, evidence)"
+	" VALUES ($1, $2, $3, $4)"
+	" ON CONFLICT (intent, provider, contract_version) DO UPDATE"
+	" SET certified_at = pg_catalog.now(), evidence = EXCLUDED.evidence,"
+	" revoked_at = NULL, revoke_reason = NULL"
+	" WHERE c.revoked_at IS NOT NULL"
+	" RETURNING *",
+	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}
+};
+
+static IjPlan certification_row = {
+	"SELECT * FROM idemjob.certifications"
+	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
+	" ORDER BY contract_version DESC LIMIT 1",
+	2, {TEXTOID, TEXTOID}
+};
+
+static IjPlan revoke_all = {
+	"UPDATE idemjob.certifications SET revoked_at = pg_catalog.now(), revoke_reason = $3"
+	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
+	" AND revoked_at IS NULL",
+	3, {TEXTOID, TEXTOID, TEXTOID}
+};
+
+static IjPlan certified = {
+	"SELECT 1 FROM idemjob.certifications c JOIN idemjob.contracts k"
+	" ON k.intent OPERATOR(pg_catalog.=) c.intent"
+	" AND k.version OPERATOR(pg_catalog.=) c.contract_version"
+	" WHERE c.intent OPERATOR(pg_catalog.=) $1 AND c.provider OPERATOR(pg_catalog.=) $2"
+	" AND c.revoked_at IS NULL"
+	" FOR SHARE OF c, k",
+	2, {TEXTOID, TEXTOID}
+};
+
+static void
+contracts_inval_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == contracts_relid)
+		cache_stale = true;
+}
+
+void
+ij_contracts_init(void)
+{
+	CacheRegisterRelcacheCallback(contracts_inval_callback, (Datum) 0);
+}
+
+static void
+cache_reset(void)
+{
+	HASHCTL		ctl;
+	Oid			nsp;
+
+	if (cache_cxt != NULL)
+		MemoryContextDelete(cache_cxt);
+	cache_cxt = AllocSetContextCreate(CacheMemoryContext,
+									  "idemjob contract cache",
+									  ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = IDEMJOB_MAX_NAME_BYTES + 1;
+	ctl.entrysize = sizeof(ContractEntry);
+	ctl.hcxt = cache_cxt;
+	cache = hash_create("idemjob contracts", 64, &ctl,
+						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	cache_stale = false;
+
+	/* which relation's invalidations concern us (changes with re-install) */
+	nsp = get_namespace_oid("idemjob", true);
+	contracts_relid = OidIsValid(nsp) ? get_relname_relid("contracts", nsp) : InvalidOid;
+}
+
+/*
+ * The compiled contract of an intent, from the cache or the table.
+ * Must be connected to SPI.
+ */
+static ContractEntry *
+lookup_contract(const char *intent)
+{
+	ContractEntry *e;
+	bool		found;
+	char		key[IDEMJOB_MAX_NAME_BYTES + 1];
+
+	strlcpy(key, intent, sizeof(key));
+	for (;;)
+	{
+		Datum		arg;
+		bool		has;
+		int32		version = 0;
+		IjSchema   *schema = NULL;
+
+		if (cache == NULL || cache_stale ||
+			hash_get_num_entries(cache) >= CONTRACT_CACHE_MAX)
+			cache_reset();
+
+		e = hash_search(cache, key, HASH_FIND, NULL);
+		if (e != NULL)
+			return e;
+
+		arg = ij_text_datum(intent);
+		has = ij_exec(&get_contract, &arg, NULL, 1) == 1;
+		if (has)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(cache_cxt);
+
+			version = DatumGetInt32(ij_col_nn(0, 1));
+			schema = ij_schema_compile(DatumGetJsonbP(ij_col_nn(0, 2)));
+			MemoryContextSwitchTo(oldcxt);
+		}
+
+		/*
+		 * The query may have processed an invalidation: then what was just
+		 * compiled may be stale, and goes with the cache on the next round.
+		 */
+		if (cache_stale)
+			continue;
+
+		e = hash_search(cache, key, HASH_ENTER, &found);
+		e->has_contract = has;
+		e->version = version;
+		e->schema = schema;
+		break;
+	}
+	return e;
+}
+
+/*
+ * Check a result against its intent's contract.  True when the intent has
+ * no contract or the result honours it; else false, with *violation set to
+ * {"path", "keyword", "message"}.  Must be connected to SPI.
+ */
+bool
+ij_check_result_contract(const char *intent, Jsonb *result, Jsonb **violation)
+{
+	ContractEntry *e = lookup_contract(intent);
+
+	*violation = NULL;
+	if (!e->has_contract)
+		return true;
+	*violation = ij_schema_validate(e->schema, result);
+	return *violation == NULL;
+}
+
+/*
+ * Does provider hold an unrevoked certification for intent at the intent's
+ * current contract version?  Locks what it found.  Must be connected.
+ */
+bool
+ij_provider_certified(const char *intent, const char *provider)
+{
+	Datum		args[2];
+
+	args[0] = ij_text_datum(intent);
+	args[1] = ij_text_datum(provider);
+	return ij_exec(&certified, args, NULL, 1) == 1;
+}
+
+/*
+ * idemjob.define_contract(intent, output_schema) RETURNS integer
+ */
+Datum
+idemjob_define_contract(PG_FUNCTION_ARGS)
+{
+	text	   *intent;
+	Jsonb	   *schema;
+	Datum		args[2];
+	int32		version;
+	MemoryContext tmp;
+	MemoryContext oldcxt;
+
+	ij_require(fcinfo, 0, "intent");
+	ij_require(fcinfo, 1, "output_schema");
+	intent = ij_name_arg(fcinfo, 0, "intent", false);
+	schema = ij_jsonb_arg(fcinfo, 1, "output_schema", false);
+
+	/* refuse a bad schema before anything is written */
+	tmp = AllocSetContextCreate(CurrentMemoryContext, "idemjob schema check",
+								ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(tmp);
+	(void) ij_schema_compile(schema);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(tmp);
+
+	args[0] = PointerGetDatum(intent);
+	args[1] = JsonbPGetDatum(schema);
+
+	ij_connect();
+	for (;;)
+	{
+		if (ij_exec(&lock_contract, args, NULL, 1) == 1)
+		{
+			if (DatumGetBool(DirectFunctionCall2(jsonb_eq, ij_col_nn(0, 2),
+												 args[1])))
+				version = DatumGetInt32(ij_col_nn(0, 1));	/* I7 */
+			else
+			{
+				ij_exec(&update_contract, args, NULL, 1);
+				version = DatumGetInt32(ij_col_nn(0, 1));
+			}
+			break;
+		}
+		if (ij_exec(&insert_contract, args, NULL, 1) == 1)
+		{
+			version = DatumGetInt32(ij_col_nn(0, 1));
+			break;
+		}
+		/* a concurrent define_contract() inserted it: lock that row */
+	}
+	ij_finish();
+
+	PG_RETURN_INT32(version);
+}
+
+static void
+no_contract(const char *intent)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_NOT_FOUND),
+			 errmsg("intent \"%s\" has no output contract", intent),
+			 errhint("Define one with idemjob.define_contract() first.")));
+}
+
+/*
+ * idemjob.certify_provider(intent, provider, evidence)
+ *		RETURNS idemjob.certifications
+ */
+Datum
+idemjob_certify_provider(PG_FUNCTION_ARGS)
+{
+	text	   *intent;
+	text	   *provider;
+	Jsonb	   *evidence;
+	Datum		args[4];
+	char		nulls[4] = "    ";
+	Datum		result;
+
+	ij_require(fcinfo, 0, "intent");
+	ij_require(fcinfo, 1, "provider");
+	intent = ij_name_arg(fcinfo, 0, "intent", false);
+	provider = ij_name_arg(fcinfo, 1, "provider", false);
+	evidence = ij_jsonb_arg(fcinfo, 2, "evidence", true);
+
+	args[0] = PointerGetDatum(intent);
+	args[1] = PointerGetDatum(provider);
+
+	ij_connect();
+	if (ij_exec(&current_version, args, NULL, 1) == 0)
+		no_contract(text_to_cstring(intent));
+	args[2] = ij_col_nn(0, 1);
+	args[3] = evidence ? JsonbPGetDatum(evidence) : (Datum) 0;
+	nulls[3] = evidence ? ' ' : 'n';
+
+	/* certified already at this version: the row as stored (I7) */
+	if (ij_exec(&certify_row, args, nulls, 1) == 0)
+		ij_exec(&certification_row, args, NULL, 1);
+
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * idemjob.revoke_provider(intent, provider, reason)
+ *		RETURNS idemjob.certifications
+ */
+Datum
+idemjob_revoke_provider(PG_FUNCTION_ARGS)
+{
+	text	   *intent;
+	text	   *provider;
+	Datum		args[3];
+	Datum		result;
+
+	ij_require(fcinfo, 0, "intent");
+	ij_require(fcinfo, 1, "provider");
+	ij_require(fcinfo, 2, "reason");
+	intent = ij_name_arg(fcinfo, 0, "intent", false);
+	provider = ij_name_arg(fcinfo, 1, "provider", false);
+
+	args[0] = PointerGetDatum(intent);
+	args[1] = PointerGetDatum(provider);
+	args[2] = PG_GETARG_DATUM(2);
+
+	ij_connect();
+	if (ij_exec(&current_version, args, NULL, 1) == 0)
+		no_contract(text_to_cstring(intent));
+	/* every certification still in force, at any version */
+	ij_exec(&revoke_all, args, NULL, 0);
+	if (ij_exec(&certification_row, args, NULL, 1) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_NOT_FOUND),
+				 errmsg("provider \"%s\" was never certified for intent \"%s\"",
+						text_to_cstring(provider), text_to_cstring(intent))));
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}

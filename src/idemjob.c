@@ -1,0 +1,256 @@
+/*-------------------------------------------------------------------------
+ *
+ * idemjob.c
+ *	  Module entry point: settings, the trusted-path flag, and the argument
+ *	  checks every SQL function shares.
+ *
+ * Every SQL function checks its arguments before it touches a table, in the
+ * contract's order: NULLs (22004), then values (22023), then ids (IJ006),
+ * then the state machine.  The helpers here raise the first two.
+ *
+ * The trusted-path depth (idemjob_trusted_depth) is raised by the SQL
+ * functions around their own DML so that the row guards in triggers.c do
+ * not check a transition twice.  It is backend-local and reset whenever a
+ * (sub)transaction aborts, so an error can never leave it raised.
+ *
+ * src/idemjob.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/xact.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/jsonb.h"
+
+#include "idemjob.h"
+
+PG_MODULE_MAGIC;
+
+int			idemjob_attempt_timeout_ms = 5 * 60 * 1000;
+char	   *idemjob_default_provider = NULL;
+int			idemjob_max_payload_bytes = 1024 * 1024;
+bool		idemjob_require_certified_failover = true;
+
+int			idemjob_trusted_depth = 0;
+
+void		_PG_init(void);
+
+static bool
+check_default_provider(char **newval, void **extra, GucSource source)
+{
+	size_t		len = *newval ? strlen(*newval) : 0;
+
+	if (len == 0 || len > IDEMJOB_MAX_NAME_BYTES)
+	{
+		GUC_check_errdetail("idemjob.default_provider must be between 1 and %d bytes long.",
+							IDEMJOB_MAX_NAME_BYTES);
+		return false;
+	}
+	return true;
+}
+
+static void
+idemjob_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		idemjob_trusted_depth = 0;
+}
+
+static void
+idemjob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		idemjob_trusted_depth = 0;
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("idemjob.attempt_timeout",
+							"Deadline given to an attempt started without a timeout.",
+							"0 means no deadline.",
+							&idemjob_attempt_timeout_ms,
+							5 * 60 * 1000,
+							0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("idemjob.default_provider",
+							   "Provider given to a job submitted without one.",
+							   NULL,
+							   &idemjob_default_provider,
+							   "default",
+							   PGC_USERSET,
+							   0,
+							   check_default_provider, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.max_payload_bytes",
+							"Largest jsonb argument accepted, in bytes of the uncompressed datum.",
+							NULL,
+							&idemjob_max_payload_bytes,
+							1024 * 1024,
+							1, MaxAllocSize / 2,
+							PGC_USERSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("idemjob.require_certified_failover",
+							 "Refuse attempts on a provider other than the job's unless it is certified for the intent.",
+							 NULL,
+							 &idemjob_require_certified_failover,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("idemjob");
+#else
+	EmitWarningsOnPlaceholders("idemjob");
+#endif
+
+	ij_contracts_init();
+	RegisterXactCallback(idemjob_xact_callback, NULL);
+	RegisterSubXactCallback(idemjob_subxact_callback, NULL);
+}
+
+/*
+ * Raise 22004 when argument argno is NULL.
+ */
+void
+ij_require(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument \"%s\" must not be null", name)));
+}
+
+/*
+ * An identifier argument (owner, key, intent, provider, worker): not empty,
+ * at most IDEMJOB_MAX_NAME_BYTES bytes.  NULL is returned only when
+ * nullable; otherwise it is 22004.
+ */
+text *
+ij_name_arg(FunctionCallInfo fcinfo, int argno, const char *name, bool nullable)
+{
+	text	   *t;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+	{
+		if (nullable)
+			return NULL;
+		ij_require(fcinfo, argno, name);
+	}
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" must not be empty", name)));
+	if (len > IDEMJOB_MAX_NAME_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" is too long", name),
+				 errdetail("It is %d bytes long; the limit is %d bytes.",
+						   len, IDEMJOB_MAX_NAME_BYTES)));
+	return t;
+}
+
+/*
+ * Raise 22023 when a jsonb datum is over idemjob.max_payload_bytes,
+ * measured uncompressed, header included.
+ */
+void
+ij_check_payload(Datum jsonb_datum, const char *name)
+{
+	Size		size = toast_raw_datum_size(jsonb_datum);
+
+	if (size > (Size) idemjob_max_payload_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" is too large", name),
+				 errdetail("It is %zu bytes as jsonb; idemjob.max_payload_bytes is %d.",
+						   size, idemjob_max_payload_bytes),
+				 errhint("Store large payloads elsewhere and pass a reference.")));
+}
+
+/*
+ * A jsonb argument, size-checked.  NULL is returned only when nullable.
+ */
+Jsonb *
+ij_jsonb_arg(FunctionCallInfo fcinfo, int argno, const char *name, bool nullable)
+{
+	if (PG_ARGISNULL(argno))
+	{
+		if (nullable)
+			return NULL;
+		ij_require(fcinfo, argno, name);
+	}
+	ij_check_payload(PG_GETARG_DATUM(argno), name);
+	return PG_GETARG_JSONB_P(argno);
+}
+
+char *
+ij_uuid_str(Datum uuid)
+{
+	return DatumGetCString(DirectFunctionCall1(uuid_out, uuid));
+}
+
+/* byte-wise equality of a text datum and a text */
+bool
+ij_text_eq(Datum a, text *b)
+{
+	text	   *ta = DatumGetTextPP(a);
+
+	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(ta), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
+}
+
+Datum
+ij_text_datum(const char *s)
+{
+	return PointerGetDatum(cstring_to_text(s));
+}
+
+/*
+ * The note kept in attempts.error: {"code": code, "reason": reason}, or
+ * {"code": code} when reason is NULL.
+ */
+Jsonb *
+ij_note(const char *code, const char *reason)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	k,
+				v;
+	JsonbValue *res;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	k.type = jbvString;
+	k.val.string.val = "code";
+	k.val.string.len = 4;
+	pushJsonbValue(&state, WJB_KEY, &k);
+	v.type = jbvString;
+	v.val.string.val = (char *) code;
+	v.val.string.len = strlen(code);
+	pushJsonbValue(&state, WJB_VALUE, &v);
+	if (reason != NULL)
+	{
+		k.val.string.val = "reason";
+		k.val.string.len = 6;
+		pushJsonbValue(&state, WJB_KEY, &k);
+		v.val.string.val = (char *) reason;
+		v.val.string.len = strlen(reason);
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}

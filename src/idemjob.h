@@ -1,0 +1,103 @@
+/*-------------------------------------------------------------------------
+ *
+ * idemjob.h
+ *	  Shared declarations of the idemjob extension: its SQLSTATEs (part of
+ *	  the public API), settings, and the helpers the C files share.
+ *
+ * src/idemjob.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMJOB_H
+#define IDEMJOB_H
+
+#include "fmgr.h"
+#include "executor/spi.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
+
+/*
+ * SQLSTATEs.  Clients in every language switch on these; they are defined
+ * here and nowhere else, with the names ../shared/CONTRACT.md gives them.
+ */
+#define ERRCODE_IJ_IDEMPOTENCY_CONFLICT		MAKE_SQLSTATE('I','J','0','0','1')
+#define ERRCODE_IJ_ATTEMPT_IN_DOUBT			MAKE_SQLSTATE('I','J','0','0','2')
+#define ERRCODE_IJ_JOB_FINISHED				MAKE_SQLSTATE('I','J','0','0','3')
+#define ERRCODE_IJ_PROVIDER_NOT_CERTIFIED	MAKE_SQLSTATE('I','J','0','0','4')
+#define ERRCODE_IJ_INVALID_TRANSITION		MAKE_SQLSTATE('I','J','0','0','5')
+#define ERRCODE_IJ_NOT_FOUND				MAKE_SQLSTATE('I','J','0','0','6')
+
+/* identifiers (owner, key, intent, provider, worker) are at most this long */
+#define IDEMJOB_MAX_NAME_BYTES	255
+
+/* settings (idemjob.c) */
+extern int	idemjob_attempt_timeout_ms;
+extern char *idemjob_default_provider;
+extern int	idemjob_max_payload_bytes;
+extern bool idemjob_require_certified_failover;
+
+/*
+ * Trusted path.  While one of the extension's own functions changes its
+ * tables, the raw-DML guards (triggers.c) return at once: the function has
+ * already checked the transition.  Reset on (sub)transaction abort.
+ */
+extern int	idemjob_trusted_depth;
+
+/* uuidv7.c */
+extern pg_uuid_t *idemjob_new_uuid(void);
+
+/* spi_plans.c: plans prepared once per backend */
+typedef struct IjPlan
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[10];
+	SPIPlanPtr	plan;
+} IjPlan;
+
+extern void ij_connect(void);
+extern void ij_finish(void);
+extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls, long tcount);
+extern Datum ij_col(int row, int col, bool *isnull);
+extern Datum ij_col_nn(int row, int col);
+extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
+
+/* argument checks shared by every function (idemjob.c) */
+extern void ij_require(FunctionCallInfo fcinfo, int argno, const char *name);
+extern text *ij_name_arg(FunctionCallInfo fcinfo, int argno, const char *name,
+						 bool nullable);
+extern Jsonb *ij_jsonb_arg(FunctionCallInfo fcinfo, int argno, const char *name,
+						   bool nullable);
+extern void ij_check_payload(Datum jsonb_datum, const char *name);
+extern char *ij_uuid_str(Datum uuid);
+extern Datum ij_text_datum(const char *s);
+extern bool ij_text_eq(Datum a, text *b);
+extern Jsonb *ij_note(const char *code, const char *reason);
+
+/* attempts.c: an attempt row locked FOR UPDATE, with its job's intent */
+typedef struct IjAttempt
+{
+	Datum		id;
+	Datum		job_id;
+	char	   *state;			/* attempt_state as text */
+	int64		read_version;
+	bool		has_sha;		/* a result fingerprint was kept */
+	Datum		sha;			/* result_sha256, if has_sha */
+	char	   *intent;			/* the job's intent */
+	char	   *job_state;		/* the job's state as text */
+} IjAttempt;
+
+extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
+extern void ij_release_job(Datum job_id);
+extern bool ij_in_doubt(const char *attempt_state);
+extern bool ij_job_final(const char *job_state);
+
+/* contracts.c */
+extern void ij_contracts_init(void);
+extern bool ij_check_result_contract(const char *intent, Jsonb *result,
+									 Jsonb **violation);
+extern bool ij_provider_certified(const char *intent, const char *provider);
+
+/* validator.c: JSON Schema 2020-12 over jsonb, see validator.h */
+
+#endif							/* IDEMJOB_H */

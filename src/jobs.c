@@ -1,0 +1,243 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobs.c
+ *	  The job table: submit() (one job per owner and idempotency key) and
+ *	  cancel_job().
+ *
+ * submit() never checks before it inserts.  It inserts with ON CONFLICT
+ * (owner_id, idempotency_key) DO NOTHING, so the unique constraint decides
+ * which of several concurrent callers creates the job: the others wait in
+ * the speculative insertion for the winner's transaction and, once it has
+ * committed, read its row.  Under READ COMMITTED every statement takes a new
+ * snapshot, so that row is visible; under REPEATABLE READ or SERIALIZABLE
+ * the insert raises 40001 instead, and the caller retries (I7 makes that
+ * safe).  If the row that conflicted is gone by the time it is read (a
+ * finished job deleted concurrently), the insert is tried again.
+ *
+ * cancel_job() locks the job row (FOR UPDATE) before it decides, so it
+ * serializes with start_attempt() and the result compare-and-swap.
+ *
+ * src/jobs.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "idemjob.h"
+
+PG_FUNCTION_INFO_V1(idemjob_submit);
+PG_FUNCTION_INFO_V1(idemjob_cancel_job);
+
+static IjPlan insert_job = {
+	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider)"
+	" VALUES ($1, $2, $3, $4, $5, $6)"
+	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
+	" RETURNING state",
+	6, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID}
+};
+
+static IjPlan find_job = {
+	"SELECT id, intent, params, provider, state, version, result"
+	" FROM idemjob.jobs"
+	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
+	2, {TEXTOID, TEXTOID}
+};
+
+static IjPlan lock_job = {
+	"SELECT state::text FROM idemjob.jobs"
+	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+	1, {UUIDOID}
+};
+
+static IjPlan job_row = {
+	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+static IjPlan cancel_job = {
+	"UPDATE idemjob.jobs SET state = 'cancelled',"
+	" version = version OPERATOR(pg_catalog.+) 1,"
+	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now(),"
+	" cancel_reason = $2"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" RETURNING *",
+	2, {UUIDOID, TEXTOID}
+};
+
+/*
+ * idemjob.submit(owner_id, idempotency_key, intent, params, provider)
+ *		RETURNS TABLE(job_id, created, state, version, result)
+ */
+Datum
+idemjob_submit(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		text	   *owner_id;
+		text	   *key;
+		text	   *intent;
+		text	   *provider;
+		Jsonb	   *params;
+		Datum		args[6];
+		Datum		out[5];
+		bool		outnull[5] = {false, false, false, false, true};
+		TupleDesc	tupdesc;
+		MemoryContext oldcxt;
+		int			tries;
+
+		/* arguments first: 22004, then 22023 */
+		ij_require(fcinfo, 0, "owner_id");
+		ij_require(fcinfo, 1, "idempotency_key");
+		ij_require(fcinfo, 2, "intent");
+		ij_require(fcinfo, 3, "params");
+		owner_id = ij_name_arg(fcinfo, 0, "owner_id", false);
+		key = ij_name_arg(fcinfo, 1, "idempotency_key", false);
+		intent = ij_name_arg(fcinfo, 2, "intent", false);
+		params = ij_jsonb_arg(fcinfo, 3, "params", false);
+		provider = ij_name_arg(fcinfo, 4, "provider", true);
+		if (provider == NULL)
+			provider = cstring_to_text(idemjob_default_provider);
+
+		funcctx = SRF_FIRSTCALL_INIT();
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+
+		args[0] = UUIDPGetDatum(idemjob_new_uuid());
+		args[1] = PointerGetDatum(owner_id);
+		args[2] = PointerGetDatum(key);
+		args[3] = PointerGetDatum(intent);
+		args[4] = JsonbPGetDatum(params);
+		args[5] = PointerGetDatum(provider);
+
+		ij_connect();
+		for (tries = 0;; tries++)
+		{
+			Datum		j_intent,
+						j_params,
+						j_provider;
+			Datum		fargs[2];
+
+			if (ij_exec(&insert_job, args, NULL, 0) == 1)
+			{
+				out[0] = args[0];
+				out[1] = BoolGetDatum(true);
+				out[2] = ij_col_nn(0, 1);
+				out[3] = Int64GetDatum(0);
+				break;
+			}
+
+			fargs[0] = args[1];
+			fargs[1] = args[2];
+			if (ij_exec(&find_job, fargs, NULL, 1) == 0)
+			{
+				/* the conflicting job was deleted meanwhile: insert again */
+				if (tries < 10)
+					continue;
+				elog(ERROR, "could not insert or find job for idempotency key \"%s\"",
+					 text_to_cstring(key));
+			}
+
+			j_intent = ij_col_nn(0, 2);
+			j_params = ij_col_nn(0, 3);
+			j_provider = ij_col_nn(0, 4);
+
+			if (!ij_text_eq(j_intent, intent))
+				ereport(ERROR,
+						(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
+						 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
+								text_to_cstring(key), text_to_cstring(owner_id)),
+						 errdetail("Job %s has intent \"%s\"; this request has intent \"%s\".",
+								   ij_uuid_str(ij_col_nn(0, 1)),
+								   TextDatumGetCString(j_intent),
+								   text_to_cstring(intent)),
+						 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+			if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, j_params,
+												  JsonbPGetDatum(params))))
+				ereport(ERROR,
+						(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
+						 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
+								text_to_cstring(key), text_to_cstring(owner_id)),
+						 errdetail("Job %s has different params.",
+								   ij_uuid_str(ij_col_nn(0, 1))),
+						 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+			if (!ij_text_eq(j_provider, provider))
+				ereport(ERROR,
+						(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
+						 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
+								text_to_cstring(key), text_to_cstring(owner_id)),
+						 errdetail("Job %s has provider \"%s\"; this request has provider \"%s\".",
+								   ij_uuid_str(ij_col_nn(0, 1)),
+								   TextDatumGetCString(j_provider),
+								   text_to_cstring(provider)),
+						 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+
+			out[0] = ij_col_nn(0, 1);
+			out[1] = BoolGetDatum(false);
+			out[2] = ij_col_nn(0, 5);
+			out[3] = ij_col_nn(0, 6);
+			out[4] = ij_col(0, 7, &outnull[4]);
+			break;
+		}
+
+		/* the tuple copies every value out of SPI memory */
+		oldcxt = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		funcctx->user_fctx = heap_form_tuple(tupdesc, out, outnull);
+		MemoryContextSwitchTo(oldcxt);
+		ij_finish();
+	}
+
+	funcctx = SRF_PERCALL_SETUP();
+	if (funcctx->user_fctx != NULL)
+	{
+		HeapTuple	tuple = (HeapTuple) funcctx->user_fctx;
+
+		funcctx->user_fctx = NULL;
+		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(tuple));
+	}
+	SRF_RETURN_DONE(funcctx);
+}
+
+/*
+ * idemjob.cancel_job(job_id, reason) RETURNS idemjob.jobs
+ */
+Datum
+idemjob_cancel_job(PG_FUNCTION_ARGS)
+{
+	Datum		args[2];
+	char	   *state;
+	Datum		result;
+
+	ij_require(fcinfo, 0, "job_id");
+	ij_require(fcinfo, 1, "reason");
+	args[0] = PG_GETARG_DATUM(0);
+	args[1] = PG_GETARG_DATUM(1);
+
+	ij_connect();
+	if (ij_exec(&lock_job, args, NULL, 1) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_NOT_FOUND),
+				 errmsg("job %s does not exist", ij_uuid_str(args[0]))));
+	state = TextDatumGetCString(ij_col_nn(0, 1));
+
+	if (strcmp(state, "cancelled") == 0)
+		ij_exec(&job_row, args, NULL, 1);	/* I7: the answer as stored */
+	else if (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_JOB_FINISHED),
+				 errmsg("job %s is already finished", ij_uuid_str(args[0])),
+				 errdetail("The job is %s; a finished job cannot be cancelled.", state)));
+	else
+		ij_exec(&cancel_job, args, NULL, 1);
+
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}

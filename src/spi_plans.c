@@ -1,0 +1,112 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_plans.c
+ *	  How the SQL functions reach the tables: SPI with plans prepared once
+ *	  per backend.
+ *
+ * Each statement is an IjPlan with a fixed SQL text and parameter types.
+ * The first execution in a backend prepares it and keeps it
+ * (SPI_keepplan); later ones reuse it.  The plan cache re-analyzes the text
+ * when the tables change (DROP and CREATE EXTENSION included) and re-plans
+ * when statistics change, so a plan made while the tables were empty does
+ * not outlive the first ANALYZE.  Every statement is a single-table one
+ * keyed by a unique index, so the generic plan is an index scan at any
+ * table size.
+ *
+ * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
+ * the unique constraints, not the C code, are what make a second job or a
+ * second in-doubt attempt impossible.
+ *
+ * While connected the trusted-path depth is raised, so the raw-DML guards
+ * skip what the calling function has already checked.
+ *
+ * src/spi_plans.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "funcapi.h"
+
+#include "idemjob.h"
+
+void
+ij_connect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	idemjob_trusted_depth++;
+}
+
+void
+ij_finish(void)
+{
+	idemjob_trusted_depth--;
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/*
+ * Execute p with the given parameters; tcount limits the rows returned
+ * (0: all).  Returns SPI_processed.
+ */
+int
+ij_exec(IjPlan *p, Datum *values, const char *nulls, long tcount)
+{
+	int			ret;
+
+	if (p->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(p->sql, p->nargs, p->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 p->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		p->plan = plan;
+	}
+
+	ret = SPI_execute_plan(p->plan, values, nulls, false, tcount);
+	if (ret < 0)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 p->sql, SPI_result_code_string(ret));
+	return (int) SPI_processed;
+}
+
+/* column col (1-based) of result row row */
+Datum
+ij_col(int row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+						 col, isnull);
+}
+
+/* same, for a column that cannot be NULL */
+Datum
+ij_col_nn(int row, int col)
+{
+	bool		isnull;
+	Datum		d = ij_col(row, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "unexpected null in column %d of \"%s\"", col,
+			 SPI_fname(SPI_tuptable->tupdesc, col));
+	return d;
+}
+
+/*
+ * Result row row as the function's composite result, copied out of SPI
+ * memory into the caller's.  The statement must return the table's
+ * columns in order (RETURNING *).
+ */
+Datum
+ij_row_datum(int row, FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	return PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[row], tupdesc));
+}
