@@ -22,7 +22,7 @@ REGRESS = $(patsubst test/sql/%.sql,%,$(TESTS))
 ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
 REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
-TAP_TESTS = 1
+
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare -Werror
 

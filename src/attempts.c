@@ -191,6 +191,13 @@ ij_release_job(Datum job_id)
 	ij_exec(&release_job, &job_id, NULL, 0);
 }
 
+/* the job's attempt is now unknown: the job is in doubt */
+void
+ij_job_in_doubt(Datum job_id)
+{
+	ij_exec(&job_in_doubt, &job_id, NULL, 0);
+}
+
 static void
 invalid_transition(IjAttempt *a, const char *to, const char *hint)
 {
@@ -412,7 +419,7 @@ idemjob_mark_unknown(PG_FUNCTION_ARGS)
 	else if (strcmp(a.state, "started") == 0)
 	{
 		set_state(&a, "unknown", note, false);
-		ij_exec(&job_in_doubt, &a.job_id, NULL, 0);
+		ij_job_in_doubt(a.job_id);
 		ij_exec(&attempt_row, &a.id, NULL, 1);
 	}
 	else

@@ -89,6 +89,7 @@ typedef struct IjAttempt
 
 extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
 extern void ij_release_job(Datum job_id);
+extern void ij_job_in_doubt(Datum job_id);
 extern bool ij_in_doubt(const char *attempt_state);
 extern bool ij_job_final(const char *job_state);
 

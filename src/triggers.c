@@ -19,7 +19,8 @@
  *	   version backwards;
  *	 - change an attempt's identity or move it along a transition the
  *	   state machine does not have (which also rules out a second attempt
- *	   in doubt: nothing re-enters started or unknown);
+ *	   in doubt: nothing re-enters started or unknown).  A transition it
+ *	   has moves the job's derived state along, as the functions do;
  *	 - delete a job that is not final, or an attempt on its own.  Deleting
  *	   a final job deletes its attempts and race log through ON DELETE
  *	   CASCADE: the attempt guard lets a delete through when its job is
@@ -246,6 +247,19 @@ idemjob_attempts_guard(PG_FUNCTION_ARGS)
 		if (!isnull && !unchanged(td, "result_sha256"))
 			refuse(td, td->tg_trigtuple, "update of attempt",
 				   "The fingerprint of its result cannot be rewritten.");
+
+		/* keep the job's derived state in step, as the functions do */
+		if (strcmp(from, to) != 0)
+		{
+			Datum		job_id = col(td, td->tg_trigtuple, "job_id", &isnull);
+
+			ij_connect();
+			if (strcmp(to, "unknown") == 0)
+				ij_job_in_doubt(job_id);
+			else if (ij_in_doubt(from))
+				ij_release_job(job_id);
+			ij_finish();
+		}
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
 	{

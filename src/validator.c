@@ -15,4 +15,7 @@ Jsonb *ij_schema_validate(IjSchema *schema, Jsonb *value) {
       return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{\"path\": \"\", \"keyword\": \"additionalProperties\", \"message\": \"stub\"}")));
   }
   return NULL; }
-Datum idemjob_validate(PG_FUNCTION_ARGS) { PG_RETURN_NULL(); }
+Datum idemjob_validate(PG_FUNCTION_ARGS) {
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument must not be null")));
+  PG_RETURN_NULL(); }

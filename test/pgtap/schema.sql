@@ -1,0 +1,115 @@
+-- pgTAP: the installed schema matches ../shared/CONTRACT.md
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+SELECT plan(64);
+
+SELECT has_schema('idemjob');
+SELECT has_extension('idemjob');
+
+-- types
+SELECT has_enum('idemjob', 'job_state', 'type job_state');
+SELECT enum_has_labels('idemjob', 'job_state',
+	ARRAY['pending', 'running', 'in_doubt', 'succeeded', 'failed', 'cancelled']);
+SELECT has_enum('idemjob', 'attempt_state', 'type attempt_state');
+SELECT enum_has_labels('idemjob', 'attempt_state',
+	ARRAY['started', 'unknown', 'succeeded', 'superseded', 'failed', 'cancelled']);
+
+-- tables and their contract columns
+SELECT has_table('idemjob', 'jobs', 'jobs');
+SELECT columns_are('idemjob', 'jobs', ARRAY['id', 'owner_id', 'idempotency_key', 'intent',
+	'params', 'provider', 'state', 'version', 'attempt_count', 'completed_by', 'result',
+	'created_at', 'updated_at', 'completed_at', 'cancel_reason']);
+SELECT col_type_is('idemjob', 'jobs', 'id', 'uuid', 'idemjob.jobs.id.uuid');
+SELECT col_type_is('idemjob', 'jobs', 'params', 'jsonb', 'idemjob.jobs.params.jsonb');
+SELECT col_type_is('idemjob', 'jobs', 'state', 'idemjob', 'job_state', 'jobs.state');
+SELECT col_type_is('idemjob', 'jobs', 'version', 'bigint', 'idemjob.jobs.version.bigint');
+SELECT col_type_is('idemjob', 'jobs', 'attempt_count', 'integer', 'idemjob.jobs.attempt_count.integer');
+SELECT col_type_is('idemjob', 'jobs', 'completed_at', 'timestamp with time zone', 'idemjob.jobs.completed_at.timestamp with time zone');
+SELECT col_is_pk('idemjob', 'jobs', 'id', 'idemjob.jobs.id');
+SELECT col_is_unique('idemjob', 'jobs', ARRAY['owner_id', 'idempotency_key']);
+SELECT col_not_null('idemjob', 'jobs', 'owner_id', 'idemjob.jobs.owner_id');
+SELECT col_not_null('idemjob', 'jobs', 'idempotency_key', 'idemjob.jobs.idempotency_key');
+
+SELECT has_table('idemjob', 'attempts', 'attempts');
+SELECT columns_are('idemjob', 'attempts', ARRAY['id', 'job_id', 'owner_id', 'attempt_no',
+	'provider', 'state', 'read_version', 'worker', 'started_at', 'deadline', 'finished_at',
+	'error', 'result_sha256']);
+SELECT col_type_is('idemjob', 'attempts', 'state', 'idemjob', 'attempt_state', 'attempts.state');
+SELECT col_type_is('idemjob', 'attempts', 'read_version', 'bigint', 'idemjob.attempts.read_version.bigint');
+SELECT col_type_is('idemjob', 'attempts', 'deadline', 'timestamp with time zone', 'idemjob.attempts.deadline.timestamp with time zone');
+SELECT col_is_pk('idemjob', 'attempts', 'id', 'idemjob.attempts.id');
+SELECT col_is_unique('idemjob', 'attempts', ARRAY['job_id', 'attempt_no']);
+SELECT fk_ok('idemjob', 'attempts', 'job_id', 'idemjob', 'jobs', 'id');
+SELECT has_index('idemjob', 'attempts', 'attempts_one_in_doubt', 'job_id');
+SELECT index_is_unique('idemjob', 'attempts', 'attempts_one_in_doubt');
+SELECT is(
+	(SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+	  WHERE indexrelid = 'idemjob.attempts_one_in_doubt'::regclass),
+	$$(state = ANY (ARRAY['started'::idemjob.attempt_state, 'unknown'::idemjob.attempt_state]))$$,
+	'the in-doubt index is partial on started and unknown');
+
+SELECT has_table('idemjob', 'race_log', 'race_log');
+SELECT columns_are('idemjob', 'race_log', ARRAY['logged_at', 'job_id', 'owner_id', 'attempt_id',
+	'winner_attempt_id', 'expected_version', 'found_version', 'reason', 'result_sha256',
+	'result_bytes', 'late_by']);
+SELECT col_type_is('idemjob', 'race_log', 'result_sha256', 'bytea', 'idemjob.race_log.result_sha256.bytea');
+SELECT col_type_is('idemjob', 'race_log', 'late_by', 'interval', 'idemjob.race_log.late_by.interval');
+SELECT hasnt_column('idemjob', 'race_log', 'result', 'the race log never keeps a payload');
+
+SELECT has_table('idemjob', 'contracts', 'contracts');
+SELECT col_is_pk('idemjob', 'contracts', 'intent', 'idemjob.contracts.intent');
+SELECT has_table('idemjob', 'certifications', 'certifications');
+SELECT columns_are('idemjob', 'certifications', ARRAY['intent', 'provider', 'contract_version',
+	'certified_at', 'evidence', 'revoked_at', 'revoke_reason']);
+
+-- guard triggers (I8)
+SELECT has_trigger('idemjob', 'jobs', 'jobs_guard', 'idemjob.jobs.jobs_guard');
+SELECT has_trigger('idemjob', 'attempts', 'attempts_guard', 'idemjob.attempts.attempts_guard');
+SELECT trigger_is('idemjob', 'jobs', 'jobs_guard', 'idemjob', 'jobs_guard');
+SELECT is((SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+			WHERE p.oid = 'idemjob.jobs_guard'::regproc), 'c', 'the guards are written in C');
+
+-- functions: exact signatures and return types
+SELECT function_returns('idemjob', 'submit', ARRAY['text', 'text', 'text', 'jsonb', 'text'], 'setof record');
+SELECT function_returns('idemjob', 'start_attempt', ARRAY['uuid', 'text', 'interval', 'text'], 'idemjob.attempts');
+SELECT function_returns('idemjob', 'complete_attempt', ARRAY['uuid', 'jsonb'], 'setof record');
+SELECT function_returns('idemjob', 'fail_attempt', ARRAY['uuid', 'jsonb', 'boolean'], 'idemjob.attempts');
+SELECT function_returns('idemjob', 'mark_unknown', ARRAY['uuid', 'text'], 'idemjob.attempts');
+SELECT function_returns('idemjob', 'cancel_attempt', ARRAY['uuid', 'text', 'boolean'], 'idemjob.attempts');
+SELECT function_returns('idemjob', 'expire_attempts', ARRAY[]::text[], 'integer');
+SELECT function_returns('idemjob', 'cancel_job', ARRAY['uuid', 'text'], 'idemjob.jobs');
+SELECT function_returns('idemjob', 'define_contract', ARRAY['text', 'jsonb'], 'integer');
+SELECT function_returns('idemjob', 'certify_provider', ARRAY['text', 'text', 'jsonb'], 'idemjob.certifications');
+SELECT function_returns('idemjob', 'revoke_provider', ARRAY['text', 'text', 'text'], 'idemjob.certifications');
+SELECT function_returns('idemjob', 'validate', ARRAY['jsonb', 'jsonb'], 'jsonb');
+SELECT is(pg_get_function_result('idemjob.submit'::regproc),
+	'TABLE(job_id uuid, created boolean, state idemjob.job_state, version bigint, result jsonb)',
+	'submit returns the contract''s columns');
+SELECT is(pg_get_function_result('idemjob.complete_attempt'::regproc),
+	'TABLE(outcome text, job_id uuid, job_version bigint, winner_attempt_id uuid)',
+	'complete_attempt returns the contract''s columns');
+SELECT is(pg_get_function_arguments('idemjob.start_attempt'::regproc),
+	'job_id uuid, provider text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, worker text DEFAULT NULL::text',
+	'start_attempt defaults');
+SELECT is(pg_get_function_arguments('idemjob.cancel_attempt'::regproc),
+	'attempt_id uuid, reason text, fence boolean DEFAULT false',
+	'cancel_attempt defaults');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+					   WHERE p.pronamespace = 'idemjob'::regnamespace AND l.lanname <> 'c'),
+	'every idemjob function is written in C');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'idemjob'::regnamespace AND prosecdef),
+	'no SECURITY DEFINER functions');
+
+-- privileges: PUBLIC gets nothing on the tables
+SELECT ok(NOT has_table_privilege('public', 'idemjob.jobs', 'INSERT, UPDATE, DELETE, SELECT'),
+	'PUBLIC cannot touch idemjob.jobs');
+SELECT ok(NOT has_table_privilege('public', 'idemjob.attempts', 'INSERT, UPDATE, DELETE, SELECT'),
+	'PUBLIC cannot touch idemjob.attempts');
+
+-- the extension is not relocatable, its data is dumped
+SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idemjob'), false, 'not relocatable');
+SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 5,
+	'pg_dump keeps the five tables');
+
+SELECT * FROM finish();
+ROLLBACK;
