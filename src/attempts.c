@@ -170,7 +170,7 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 {
 	bool		isnull;
 
-	if (ij_exec(&lock_attempt, &attempt_id, NULL, 1) == 0)
+	if (ij_exec(&lock_attempt, &attempt_id, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id))));
@@ -188,14 +188,14 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 void
 ij_release_job(Datum job_id)
 {
-	ij_exec(&release_job, &job_id, NULL, 0);
+	ij_exec(&release_job, &job_id, NULL);
 }
 
 /* the job's attempt is now unknown: the job is in doubt */
 void
 ij_job_in_doubt(Datum job_id)
 {
-	ij_exec(&job_in_doubt, &job_id, NULL, 0);
+	ij_exec(&job_in_doubt, &job_id, NULL);
 }
 
 static void
@@ -218,7 +218,7 @@ set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
 	args[1] = ij_text_datum(state);
 	args[2] = JsonbPGetDatum(note);
 	args[3] = BoolGetDatum(finished);
-	ij_exec(&set_attempt_state, args, NULL, 0);
+	ij_exec(&set_attempt_state, args, NULL);
 }
 
 /*
@@ -266,7 +266,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	args[0] = job_id;
 	args[1] = provider ? PointerGetDatum(provider) : (Datum) 0;
 	nulls[1] = provider ? ' ' : 'n';
-	n = ij_exec(&start_fast, args, nulls, 0);
+	n = ij_exec(&start_fast, args, nulls);
 
 	if (n == 0)
 	{
@@ -275,7 +275,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 		char	   *intent;
 
 		/* not a pending job on its own provider: decide under a row lock */
-		if (ij_exec(&start_lock_job, &job_id, NULL, 1) == 0)
+		if (ij_exec(&start_lock_job, &job_id, NULL) == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_IJ_NOT_FOUND),
 					 errmsg("job %s does not exist", ij_uuid_str(job_id))));
@@ -303,7 +303,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 							   ij_uuid_str(job_id), TextDatumGetCString(job_provider)),
 					 errhint("Certify the provider with idemjob.certify_provider() after it passes the contract's tests.")));
 
-		if (ij_exec(&find_in_doubt, &job_id, NULL, 1) > 0)
+		if (ij_exec(&find_in_doubt, &job_id, NULL) > 0)
 		{
 			bool		wnull;
 			Datum		a_worker = ij_col(0, 4, &wnull);
@@ -317,7 +317,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 				ij_text_eq(a_worker, worker) &&
 				ij_text_eq(ij_col_nn(0, 3), provider))
 			{
-				ij_exec(&attempt_row, &a_id, NULL, 1);
+				ij_exec(&attempt_row, &a_id, NULL);
 				result = ij_row_datum(0, fcinfo);
 				ij_finish();
 				PG_RETURN_DATUM(result);
@@ -332,7 +332,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					 errhint("Wait for its result, or resolve it with idemjob.complete_attempt(), idemjob.fail_attempt() or idemjob.cancel_attempt() before starting another.")));
 		}
 
-		n = ij_exec(&start_locked, &job_id, NULL, 0);
+		n = ij_exec(&start_locked, &job_id, NULL);
 		Assert(n == 1);
 	}
 
@@ -347,7 +347,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[6] = worker ? ' ' : 'n';
 	nulls[7] = timeout ? ' ' : 'n';
-	ij_exec(&insert_attempt, args, nulls, 0);
+	ij_exec(&insert_attempt, args, nulls);
 
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();
@@ -376,15 +376,15 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
 
 	if (strcmp(a.state, "failed") == 0)
-		ij_exec(&attempt_row, &a.id, NULL, 1);	/* I7 */
+		ij_exec(&attempt_row, &a.id, NULL);	/* I7 */
 	else if (ij_in_doubt(a.state))
 	{
 		set_state(&a, "failed", error, true);
 		if (retryable)
 			ij_release_job(a.job_id);
 		else
-			ij_exec(&job_failed, &a.job_id, NULL, 0);
-		ij_exec(&attempt_row, &a.id, NULL, 1);
+			ij_exec(&job_failed, &a.job_id, NULL);
+		ij_exec(&attempt_row, &a.id, NULL);
 	}
 	else
 		invalid_transition(&a, "failed",
@@ -415,12 +415,12 @@ idemjob_mark_unknown(PG_FUNCTION_ARGS)
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
 
 	if (strcmp(a.state, "unknown") == 0)
-		ij_exec(&attempt_row, &a.id, NULL, 1);	/* I7 */
+		ij_exec(&attempt_row, &a.id, NULL);	/* I7 */
 	else if (strcmp(a.state, "started") == 0)
 	{
 		set_state(&a, "unknown", note, false);
 		ij_job_in_doubt(a.job_id);
-		ij_exec(&attempt_row, &a.id, NULL, 1);
+		ij_exec(&attempt_row, &a.id, NULL);
 	}
 	else
 		invalid_transition(&a, "unknown",
@@ -471,10 +471,10 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	{
 		args[0] = a.job_id;
 		args[1] = Int64GetDatum(a.read_version);
-		ij_exec(&job_fence, args, NULL, 0);
+		ij_exec(&job_fence, args, NULL);
 	}
 
-	ij_exec(&attempt_row, &a.id, NULL, 1);
+	ij_exec(&attempt_row, &a.id, NULL);
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();
 	PG_RETURN_DATUM(result);
@@ -489,7 +489,7 @@ idemjob_expire_attempts(PG_FUNCTION_ARGS)
 	int32		n;
 
 	ij_connect();
-	ij_exec(&expire, NULL, NULL, 0);
+	ij_exec(&expire, NULL, NULL);
 	n = DatumGetInt32(ij_col_nn(0, 1));
 	ij_finish();
 	PG_RETURN_INT32(n);

@@ -184,7 +184,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		if (strcmp(a.state, "succeeded") == 0)
 		{
 			/* I7: the winner again */
-			ij_exec(&job_answer, &a.job_id, NULL, 1);
+			ij_exec(&job_answer, &a.job_id, NULL);
 			if (!jsonb_datum_identical(ij_col_nn(0, 2), result))
 				already_completed(&a);
 			outcome = "won";
@@ -199,7 +199,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			if (strcmp(a.state, "superseded") == 0)
 			{
 				outcome = "lost";
-				if (ij_exec(&race_answer, &a.id, NULL, 1) == 1)
+				if (ij_exec(&race_answer, &a.id, NULL) == 1)
 				{
 					out[2] = ij_col_nn(0, 1);
 					out[3] = ij_col(0, 2, &outnull[3]);
@@ -207,7 +207,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				else
 				{
 					/* the race log was pruned: answer from the job */
-					ij_exec(&job_answer, &a.job_id, NULL, 1);
+					ij_exec(&job_answer, &a.job_id, NULL);
 					out[2] = ij_col_nn(0, 1);
 					out[3] = ij_col(0, 3, &outnull[3]);
 				}
@@ -215,7 +215,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			else
 			{
 				outcome = "rejected";
-				ij_exec(&job_answer, &a.job_id, NULL, 1);
+				ij_exec(&job_answer, &a.job_id, NULL);
 				out[2] = ij_col_nn(0, 1);
 				outnull[3] = true;
 			}
@@ -257,10 +257,10 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			args[1] = ij_text_datum("failed");
 			args[2] = PointerGetDatum(result_fingerprint(result, NULL));
 			args[3] = JsonbPGetDatum(JsonbValueToJsonb(err));
-			ij_exec(&attempt_done, args, NULL, 0);
+			ij_exec(&attempt_done, args, NULL);
 			if (ij_in_doubt(a.state))
 				ij_release_job(a.job_id);
-			ij_exec(&job_answer, &a.job_id, NULL, 1);
+			ij_exec(&job_answer, &a.job_id, NULL);
 			outcome = "rejected";
 			out[2] = ij_col_nn(0, 1);
 			outnull[3] = true;
@@ -271,12 +271,12 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			args[1] = Int64GetDatum(a.read_version);
 			args[2] = JsonbPGetDatum(result);
 			args[3] = a.id;
-			if (ij_exec(&cas, args, NULL, 0) == 1)
+			if (ij_exec(&cas, args, NULL) == 1)
 			{
 				outcome = "won";
 				out[2] = ij_col_nn(0, 1);
 				out[3] = a.id;
-				ij_exec(&attempt_won, &a.id, NULL, 0);
+				ij_exec(&attempt_won, &a.id, NULL);
 			}
 			else
 			{
@@ -289,7 +289,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				bool		late_null;
 				Datum		late_by;
 
-				if (ij_exec(&job_after_loss, &a.job_id, NULL, 1) == 0)
+				if (ij_exec(&job_after_loss, &a.job_id, NULL) == 0)
 					elog(ERROR, "job %s of attempt %s vanished",
 						 ij_uuid_str(a.job_id), ij_uuid_str(a.id));
 				found_version = ij_col_nn(0, 1);
@@ -314,14 +314,14 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				out[3] = winner;
 				outnull[3] = winner_null;
 
-				ij_exec(&log_race, args, nulls, 0);
+				ij_exec(&log_race, args, nulls);
 				args[0] = a.id;
 				args[1] = ij_text_datum("superseded");
 				args[2] = PointerGetDatum(sha);
 				args[3] = (Datum) 0;
 				memset(nulls, ' ', sizeof(nulls));
 				nulls[3] = 'n';
-				ij_exec(&attempt_done, args, nulls, 0);
+				ij_exec(&attempt_done, args, nulls);
 				if (ij_in_doubt(a.state))
 					ij_release_job(a.job_id);
 			}

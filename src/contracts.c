@@ -191,7 +191,7 @@ lookup_contract(const char *intent)
 			return e;
 
 		arg = ij_text_datum(intent);
-		has = ij_exec(&get_contract, &arg, NULL, 1) == 1;
+		has = ij_exec(&get_contract, &arg, NULL) == 1;
 		if (has)
 		{
 			MemoryContext oldcxt = MemoryContextSwitchTo(cache_cxt);
@@ -245,7 +245,7 @@ ij_provider_certified(const char *intent, const char *provider)
 
 	args[0] = ij_text_datum(intent);
 	args[1] = ij_text_datum(provider);
-	return ij_exec(&certified, args, NULL, 1) == 1;
+	return ij_exec(&certified, args, NULL) == 1;
 }
 
 /*
@@ -280,19 +280,19 @@ idemjob_define_contract(PG_FUNCTION_ARGS)
 	ij_connect();
 	for (;;)
 	{
-		if (ij_exec(&lock_contract, args, NULL, 1) == 1)
+		if (ij_exec(&lock_contract, args, NULL) == 1)
 		{
 			if (DatumGetBool(DirectFunctionCall2(jsonb_eq, ij_col_nn(0, 2),
 												 args[1])))
 				version = DatumGetInt32(ij_col_nn(0, 1));	/* I7 */
 			else
 			{
-				ij_exec(&update_contract, args, NULL, 1);
+				ij_exec(&update_contract, args, NULL);
 				version = DatumGetInt32(ij_col_nn(0, 1));
 			}
 			break;
 		}
-		if (ij_exec(&insert_contract, args, NULL, 1) == 1)
+		if (ij_exec(&insert_contract, args, NULL) == 1)
 		{
 			version = DatumGetInt32(ij_col_nn(0, 1));
 			break;
@@ -337,15 +337,15 @@ idemjob_certify_provider(PG_FUNCTION_ARGS)
 	args[1] = PointerGetDatum(provider);
 
 	ij_connect();
-	if (ij_exec(&current_version, args, NULL, 1) == 0)
+	if (ij_exec(&current_version, args, NULL) == 0)
 		no_contract(text_to_cstring(intent));
 	args[2] = ij_col_nn(0, 1);
 	args[3] = evidence ? JsonbPGetDatum(evidence) : (Datum) 0;
 	nulls[3] = evidence ? ' ' : 'n';
 
 	/* certified already at this version: the row as stored (I7) */
-	if (ij_exec(&certify_row, args, nulls, 1) == 0)
-		ij_exec(&certification_row, args, NULL, 1);
+	if (ij_exec(&certify_row, args, nulls) == 0)
+		ij_exec(&certification_row, args, NULL);
 
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();
@@ -375,11 +375,11 @@ idemjob_revoke_provider(PG_FUNCTION_ARGS)
 	args[2] = PG_GETARG_DATUM(2);
 
 	ij_connect();
-	if (ij_exec(&current_version, args, NULL, 1) == 0)
+	if (ij_exec(&current_version, args, NULL) == 0)
 		no_contract(text_to_cstring(intent));
 	/* every certification still in force, at any version */
-	ij_exec(&revoke_all, args, NULL, 0);
-	if (ij_exec(&certification_row, args, NULL, 1) == 0)
+	ij_exec(&revoke_all, args, NULL);
+	if (ij_exec(&certification_row, args, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("provider \"%s\" was never certified for intent \"%s\"",

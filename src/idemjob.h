@@ -57,7 +57,7 @@ typedef struct IjPlan
 
 extern void ij_connect(void);
 extern void ij_finish(void);
-extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls, long tcount);
+extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);
 extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);

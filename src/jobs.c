@@ -125,7 +125,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 						j_provider;
 			Datum		fargs[2];
 
-			if (ij_exec(&insert_job, args, NULL, 0) == 1)
+			if (ij_exec(&insert_job, args, NULL) == 1)
 			{
 				out[0] = args[0];
 				out[1] = BoolGetDatum(true);
@@ -136,7 +136,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 			fargs[0] = args[1];
 			fargs[1] = args[2];
-			if (ij_exec(&find_job, fargs, NULL, 1) == 0)
+			if (ij_exec(&find_job, fargs, NULL) == 0)
 			{
 				/* the conflicting job was deleted meanwhile: insert again */
 				if (tries < 10)
@@ -221,21 +221,21 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 	args[1] = PG_GETARG_DATUM(1);
 
 	ij_connect();
-	if (ij_exec(&lock_job, args, NULL, 1) == 0)
+	if (ij_exec(&lock_job, args, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("job %s does not exist", ij_uuid_str(args[0]))));
 	state = TextDatumGetCString(ij_col_nn(0, 1));
 
 	if (strcmp(state, "cancelled") == 0)
-		ij_exec(&job_row, args, NULL, 1);	/* I7: the answer as stored */
+		ij_exec(&job_row, args, NULL);	/* I7: the answer as stored */
 	else if (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_JOB_FINISHED),
 				 errmsg("job %s is already finished", ij_uuid_str(args[0])),
 				 errdetail("The job is %s; a finished job cannot be cancelled.", state)));
 	else
-		ij_exec(&cancel_job, args, NULL, 1);
+		ij_exec(&cancel_job, args, NULL);
 
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();

@@ -48,11 +48,14 @@ ij_finish(void)
 }
 
 /*
- * Execute p with the given parameters; tcount limits the rows returned
- * (0: all).  Returns SPI_processed.
+ * Execute p with the given parameters and return SPI_processed.
+ *
+ * Always to completion (tcount 0): a data-modifying statement stopped
+ * after its first RETURNING row would skip its AFTER STATEMENT triggers.
+ * Every statement here is keyed by a unique index anyway.
  */
 int
-ij_exec(IjPlan *p, Datum *values, const char *nulls, long tcount)
+ij_exec(IjPlan *p, Datum *values, const char *nulls)
 {
 	int			ret;
 
@@ -68,7 +71,7 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls, long tcount)
 		p->plan = plan;
 	}
 
-	ret = SPI_execute_plan(p->plan, values, nulls, false, tcount);
+	ret = SPI_execute_plan(p->plan, values, nulls, false, 0);
 	if (ret < 0)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 p->sql, SPI_result_code_string(ret));

@@ -269,7 +269,7 @@ idemjob_attempts_guard(PG_FUNCTION_ARGS)
 
 		/* a cascade from its job's delete finds the job gone */
 		ij_connect();
-		n = ij_exec(&job_exists, &job_id, NULL, 1);
+		n = ij_exec(&job_exists, &job_id, NULL);
 		ij_finish();
 		if (n > 0)
 			refuse(td, td->tg_trigtuple, "delete of attempt",
