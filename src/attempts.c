@@ -50,13 +50,13 @@ static IjPlan start_fast = {
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND state = 'pending'"
 	" AND ($2::text IS NULL OR provider OPERATOR(pg_catalog.=) $2)"
 	" RETURNING owner_id, provider, version, attempt_count",
-	2, {UUIDOID, TEXTOID}
+	2, {UUIDOID, TEXTOID}, NULL
 };
 
 static IjPlan start_lock_job = {
 	"SELECT state::text, provider, intent FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan start_locked = {
@@ -64,14 +64,14 @@ static IjPlan start_locked = {
 	" state = 'running', updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING owner_id, provider, version, attempt_count",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan find_in_doubt = {
 	"SELECT id, state::text, provider, worker, started_at, deadline"
 	" FROM idemjob.attempts"
 	" WHERE job_id OPERATOR(pg_catalog.=) $1 AND state IN ('started', 'unknown')",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan insert_attempt = {
@@ -79,12 +79,12 @@ static IjPlan insert_attempt = {
 	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, pg_catalog.now() OPERATOR(pg_catalog.+) $8)"
 	" RETURNING *",
-	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INTERVALOID}
+	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INTERVALOID}, NULL
 };
 
 static IjPlan attempt_row = {
 	"SELECT * FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan lock_attempt = {
@@ -93,19 +93,19 @@ static IjPlan lock_attempt = {
 	" FROM idemjob.attempts a JOIN idemjob.jobs j"
 	" ON j.id OPERATOR(pg_catalog.=) a.job_id"
 	" WHERE a.id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF a",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan release_job = {
 	"UPDATE idemjob.jobs SET state = 'pending', updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND state IN ('running', 'in_doubt')",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan job_in_doubt = {
 	"UPDATE idemjob.jobs SET state = 'in_doubt', updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND state IN ('pending', 'running')",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan job_failed = {
@@ -113,7 +113,7 @@ static IjPlan job_failed = {
 	" version = version OPERATOR(pg_catalog.+) 1,"
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND state NOT IN " FINAL_JOB_STATES,
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 /* a fence: only while the attempt's read version is still current */
@@ -122,7 +122,7 @@ static IjPlan job_fence = {
 	" updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
 	" AND state NOT IN " FINAL_JOB_STATES,
-	2, {UUIDOID, INT8OID}
+	2, {UUIDOID, INT8OID}, NULL
 };
 
 static IjPlan set_attempt_state = {
@@ -130,7 +130,7 @@ static IjPlan set_attempt_state = {
 	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
-	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}
+	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL
 };
 
 static IjPlan expire = {
@@ -144,7 +144,7 @@ static IjPlan expire = {
 	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id AND j.state = 'running'"
 	"  RETURNING 1)"
 	" SELECT pg_catalog.count(*)::int4 FROM x",
-	0, {InvalidOid}
+	0, {InvalidOid}, NULL
 };
 
 bool

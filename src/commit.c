@@ -50,13 +50,13 @@ static IjPlan cas = {
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
 	" AND completed_by IS NULL"
 	" RETURNING version",
-	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}
+	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}, NULL
 };
 
 static IjPlan attempt_won = {
 	"UPDATE idemjob.attempts SET state = 'succeeded', finished_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan attempt_done = {
@@ -64,14 +64,14 @@ static IjPlan attempt_done = {
 	" finished_at = pg_catalog.now(), result_sha256 = $3,"
 	" error = COALESCE($4, error)"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
-	4, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID}
+	4, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID}, NULL
 };
 
 static IjPlan job_after_loss = {
 	"SELECT version, completed_by,"
 	" pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) completed_at"
 	" FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan log_race = {
@@ -79,19 +79,19 @@ static IjPlan log_race = {
 	" expected_version, found_version, reason, result_sha256, result_bytes, late_by)"
 	" SELECT $1, a.owner_id, $2, $3, $4, $5, $6, $7, $8, $9"
 	" FROM idemjob.attempts a WHERE a.id OPERATOR(pg_catalog.=) $2",
-	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}
+	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}, NULL
 };
 
 static IjPlan job_answer = {
 	"SELECT version, result, completed_by FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan race_answer = {
 	"SELECT found_version, winner_attempt_id FROM idemjob.race_log"
 	" WHERE attempt_id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 /*

@@ -61,32 +61,32 @@ static Oid	contracts_relid = InvalidOid;
 static IjPlan get_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}
+	1, {TEXTOID}, NULL
 };
 
 static IjPlan lock_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {TEXTOID}
+	1, {TEXTOID}, NULL
 };
 
 static IjPlan insert_contract = {
 	"INSERT INTO idemjob.contracts (intent, version, output_schema)"
 	" VALUES ($1, 1, $2) ON CONFLICT (intent) DO NOTHING RETURNING version",
-	2, {TEXTOID, JSONBOID}
+	2, {TEXTOID, JSONBOID}, NULL
 };
 
 static IjPlan update_contract = {
 	"UPDATE idemjob.contracts SET version = version OPERATOR(pg_catalog.+) 1,"
 	" output_schema = $2, updated_at = pg_catalog.now()"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 RETURNING version",
-	2, {TEXTOID, JSONBOID}
+	2, {TEXTOID, JSONBOID}, NULL
 };
 
 static IjPlan current_version = {
 	"SELECT version FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR SHARE",
-	1, {TEXTOID}
+	1, {TEXTOID}, NULL
 };
 
 /* certify: a new row, or a revoked one certified again; else nothing */
@@ -99,21 +99,21 @@ static IjPlan certify_row = {
 	" revoked_at = NULL, revoke_reason = NULL"
 	" WHERE c.revoked_at IS NOT NULL"
 	" RETURNING *",
-	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}
+	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL
 };
 
 static IjPlan certification_row = {
 	"SELECT * FROM idemjob.certifications"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" ORDER BY contract_version DESC LIMIT 1",
-	2, {TEXTOID, TEXTOID}
+	2, {TEXTOID, TEXTOID}, NULL
 };
 
 static IjPlan revoke_all = {
 	"UPDATE idemjob.certifications SET revoked_at = pg_catalog.now(), revoke_reason = $3"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" AND revoked_at IS NULL",
-	3, {TEXTOID, TEXTOID, TEXTOID}
+	3, {TEXTOID, TEXTOID, TEXTOID}, NULL
 };
 
 static IjPlan certified = {
@@ -123,7 +123,7 @@ static IjPlan certified = {
 	" WHERE c.intent OPERATOR(pg_catalog.=) $1 AND c.provider OPERATOR(pg_catalog.=) $2"
 	" AND c.revoked_at IS NULL"
 	" FOR SHARE OF c, k",
-	2, {TEXTOID, TEXTOID}
+	2, {TEXTOID, TEXTOID}, NULL
 };
 
 static void

@@ -38,7 +38,7 @@ static IjPlan insert_job = {
 	" VALUES ($1, $2, $3, $4, $5, $6)"
 	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
 	" RETURNING state",
-	6, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID}
+	6, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID}, NULL
 };
 
 static IjPlan find_job = {
@@ -46,18 +46,18 @@ static IjPlan find_job = {
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
 	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}
+	2, {TEXTOID, TEXTOID}, NULL
 };
 
 static IjPlan lock_job = {
 	"SELECT state::text FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan job_row = {
 	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan cancel_job = {
@@ -67,7 +67,7 @@ static IjPlan cancel_job = {
 	" cancel_reason = $2"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
-	2, {UUIDOID, TEXTOID}
+	2, {UUIDOID, TEXTOID}, NULL
 };
 
 /*

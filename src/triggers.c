@@ -49,7 +49,7 @@ PG_FUNCTION_INFO_V1(idemjob_contracts_changed);
 
 static IjPlan job_exists = {
 	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}
+	1, {UUIDOID}, NULL
 };
 
 static TriggerData *
