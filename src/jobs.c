@@ -70,6 +70,18 @@ static IjPlan cancel_job = {
 	2, {UUIDOID, TEXTOID}, NULL
 };
 
+/* IJ001: the key was used for another request; detail says what differs */
+static void
+key_conflict(text *key, text *owner_id, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
+			 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
+					text_to_cstring(key), text_to_cstring(owner_id)),
+			 errdetail("%s", detail),
+			 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+}
+
 /*
  * idemjob.submit(owner_id, idempotency_key, intent, params, provider)
  *		RETURNS TABLE(job_id, created, state, version, result)
@@ -150,34 +162,22 @@ idemjob_submit(PG_FUNCTION_ARGS)
 			j_provider = ij_col_nn(0, 4);
 
 			if (!ij_text_eq(j_intent, intent))
-				ereport(ERROR,
-						(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
-						 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
-								text_to_cstring(key), text_to_cstring(owner_id)),
-						 errdetail("Job %s has intent \"%s\"; this request has intent \"%s\".",
-								   ij_uuid_str(ij_col_nn(0, 1)),
-								   TextDatumGetCString(j_intent),
-								   text_to_cstring(intent)),
-						 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+				key_conflict(key, owner_id,
+							 psprintf("Job %s has intent \"%s\"; this request has intent \"%s\".",
+									  ij_uuid_str(ij_col_nn(0, 1)),
+									  TextDatumGetCString(j_intent),
+									  text_to_cstring(intent)));
 			if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, j_params,
 												  JsonbPGetDatum(params))))
-				ereport(ERROR,
-						(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
-						 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
-								text_to_cstring(key), text_to_cstring(owner_id)),
-						 errdetail("Job %s has different params.",
-								   ij_uuid_str(ij_col_nn(0, 1))),
-						 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+				key_conflict(key, owner_id,
+							 psprintf("Job %s has different params.",
+									  ij_uuid_str(ij_col_nn(0, 1))));
 			if (!ij_text_eq(j_provider, provider))
-				ereport(ERROR,
-						(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
-						 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
-								text_to_cstring(key), text_to_cstring(owner_id)),
-						 errdetail("Job %s has provider \"%s\"; this request has provider \"%s\".",
-								   ij_uuid_str(ij_col_nn(0, 1)),
-								   TextDatumGetCString(j_provider),
-								   text_to_cstring(provider)),
-						 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
+				key_conflict(key, owner_id,
+							 psprintf("Job %s has provider \"%s\"; this request has provider \"%s\".",
+									  ij_uuid_str(ij_col_nn(0, 1)),
+									  TextDatumGetCString(j_provider),
+									  text_to_cstring(provider)));
 
 			out[0] = ij_col_nn(0, 1);
 			out[1] = BoolGetDatum(false);
