@@ -174,8 +174,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		result = ij_jsonb_arg(fcinfo, 1, "result", false);
 
 		funcctx = SRF_FIRSTCALL_INIT();
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
+		tupdesc = ij_result_tupdesc(fcinfo);
 
 		ij_connect();
 		ij_lock_attempt(PG_GETARG_DATUM(0), &a);

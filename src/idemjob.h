@@ -60,6 +60,7 @@ extern void ij_finish(void);
 extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);
 extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
+extern TupleDesc ij_result_tupdesc(FunctionCallInfo fcinfo);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
 
 /* argument checks shared by every function (idemjob.c) */

@@ -119,8 +119,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 			provider = cstring_to_text(idemjob_default_provider);
 
 		funcctx = SRF_FIRSTCALL_INIT();
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
+		tupdesc = ij_result_tupdesc(fcinfo);
 
 		args[0] = UUIDPGetDatum(idemjob_new_uuid());
 		args[1] = PointerGetDatum(owner_id);

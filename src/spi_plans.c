@@ -28,6 +28,7 @@
 
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "utils/memutils.h"
 
 #include "idemjob.h"
 
@@ -100,6 +101,45 @@ ij_col_nn(int row, int col)
 }
 
 /*
+ * The calling function's result row type, blessed, kept for the life of the
+ * backend.  get_call_result_type() rebuilds it from pg_proc on every call
+ * (for RETURNS TABLE, by decoding the argument arrays), which costs as much
+ * as a small query; the cache is keyed by function OID, so a re-created
+ * extension gets new entries.
+ */
+TupleDesc
+ij_result_tupdesc(FunctionCallInfo fcinfo)
+{
+	static struct
+	{
+		Oid			fn_oid;
+		TupleDesc	tupdesc;
+	}			cache[16];
+	static int	ncached = 0;
+	Oid			fn_oid = fcinfo->flinfo->fn_oid;
+	TupleDesc	tupdesc;
+	MemoryContext oldcxt;
+	int			i;
+
+	for (i = 0; i < ncached; i++)
+		if (cache[i].fn_oid == fn_oid)
+			return cache[i].tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
+	MemoryContextSwitchTo(oldcxt);
+
+	if (ncached == lengthof(cache))
+		ncached = 0;			/* a re-installed extension: start over */
+	cache[ncached].fn_oid = fn_oid;
+	cache[ncached].tupdesc = tupdesc;
+	ncached++;
+	return tupdesc;
+}
+
+/*
  * Result row row as the function's composite result, copied out of SPI
  * memory into the caller's.  The statement must return the table's
  * columns in order (RETURNING *).
@@ -107,9 +147,6 @@ ij_col_nn(int row, int col)
 Datum
 ij_row_datum(int row, FunctionCallInfo fcinfo)
 {
-	TupleDesc	tupdesc;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	return PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[row], tupdesc));
+	return PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[row],
+										   ij_result_tupdesc(fcinfo)));
 }
