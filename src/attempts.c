@@ -31,6 +31,7 @@
 
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
+#include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -77,9 +78,9 @@ static IjPlan find_in_doubt = {
 static IjPlan insert_attempt = {
 	"INSERT INTO idemjob.attempts"
 	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, pg_catalog.now() OPERATOR(pg_catalog.+) $8)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 	" RETURNING *",
-	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INTERVALOID}, NULL
+	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID}, NULL
 };
 
 static IjPlan attempt_row = {
@@ -222,6 +223,36 @@ set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
 }
 
 /*
+ * now() + timeout: an argument check, so a deadline past the end of time is
+ * 22023 before any id is looked up.
+ */
+static Datum
+deadline_after(Interval *timeout)
+{
+	Datum		deadline = (Datum) 0;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		deadline = DirectFunctionCall2(timestamptz_pl_interval,
+									   TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+									   IntervalPGetDatum(timeout));
+	}
+	PG_CATCH();
+	{
+		/* plain arithmetic: nothing to clean up but the error itself */
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"timeout\" is too large"),
+				 errdetail("The deadline would be past the end of the timestamp range.")));
+	}
+	PG_END_TRY();
+	return deadline;
+}
+
+/*
  * idemjob.start_attempt(job_id, provider, timeout, worker)
  *		RETURNS idemjob.attempts
  */
@@ -232,6 +263,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	text	   *provider;
 	text	   *worker;
 	Interval   *timeout = NULL;
+	Datum		deadline = (Datum) 0;
 	Datum		args[8];
 	char		nulls[8] = "        ";
 	Datum		result;
@@ -260,6 +292,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 		timeout->time = (TimeOffset) idemjob_attempt_timeout_ms * 1000;
 	}
 	worker = ij_name_arg(fcinfo, 3, "worker", true);
+	if (timeout != NULL)
+		deadline = deadline_after(timeout);
 
 	ij_connect();
 
@@ -343,7 +377,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	args[4] = provider ? PointerGetDatum(provider) : ij_col_nn(0, 2);
 	args[5] = ij_col_nn(0, 3);	/* read_version */
 	args[6] = worker ? PointerGetDatum(worker) : (Datum) 0;
-	args[7] = timeout ? IntervalPGetDatum(timeout) : (Datum) 0;
+	args[7] = deadline;
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[6] = worker ? ' ' : 'n';
 	nulls[7] = timeout ? ' ' : 'n';

@@ -63,6 +63,9 @@ SELECT * FROM idemjob.start_attempt(:'p', timeout => '0 seconds');
 SELECT * FROM idemjob.start_attempt(:'p', timeout => '-1 second');
 SELECT * FROM idemjob.start_attempt(:'p', timeout => '1 day -25 hours');
 SET idemjob.attempt_timeout = -1;
+-- a deadline past the end of time is an argument error too, checked before the id
+SELECT * FROM idemjob.start_attempt(:'p', timeout => '300000 years');
+SELECT * FROM idemjob.start_attempt('01a23726-b818-7b9e-ad35-89b4d8716c0c', timeout => '300000 years');
 
 -- unknown ids: IJ006
 SELECT * FROM idemjob.start_attempt('01a23726-b818-7b9e-ad35-89b4d8716c0c');
