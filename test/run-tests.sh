@@ -63,9 +63,9 @@ json_schema_suite() {
 
 stage "pg_regress and isolation (make installcheck)" regress
 stage "pgTAP (pg_prove)" pgtap
-if [ -f test/jsonschema/run.pl ]; then
-	stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite
-fi
+stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite
+stage "hostile-input battery" bash test/hostile/run.sh
+stage "soak with history checker (short)" bash test/soak/run.sh --short
 
 echo
 echo "stages: $passed passed, $failed failed"
