@@ -15,8 +15,10 @@
  *	   attempt at all (start_attempt() numbers attempts, reads the version
  *	   and checks certification);
  *	 - change a job's identity (id, owner, key, intent, params, provider,
- *	   created_at), rewrite a written result, move a final job, or move a
- *	   version backwards;
+ *	   created_at), rewrite a written result, write a result without its
+ *	   winner (or the reverse), move a final job, or move a version or an
+ *	   attempt count backwards (these stand in for CHECK constraints, which
+ *	   would be re-parsed at every statement of the trusted path too);
  *	 - change an attempt's identity or move it along a transition the
  *	   state machine does not have (which also rules out a second attempt
  *	   in doubt: nothing re-enters started or unknown).  A transition it
@@ -107,6 +109,18 @@ state_of(TriggerData *td, HeapTuple tuple)
 	return DatumGetCString(DirectFunctionCall1(enum_out, d));
 }
 
+/* completed_by and result are both NULL or both set */
+static bool
+result_and_winner_together(TriggerData *td, HeapTuple tuple)
+{
+	bool		winner_null;
+	bool		result_null;
+
+	col(td, tuple, "completed_by", &winner_null);
+	col(td, tuple, "result", &result_null);
+	return winner_null == result_null;
+}
+
 static bool
 is_final_job(const char *state)
 {
@@ -188,6 +202,13 @@ idemjob_jobs_guard(PG_FUNCTION_ARGS)
 		if (!isnull && (!unchanged(td, "completed_by") || !unchanged(td, "result")))
 			refuse(td, td->tg_trigtuple, "update of job",
 				   "Its result was written by a winning attempt and cannot be rewritten.");
+		if (!result_and_winner_together(td, td->tg_newtuple))
+			refuse(td, td->tg_trigtuple, "update of job",
+				   "A result and the attempt that won it (completed_by) are written together.");
+		if (DatumGetInt32(col(td, td->tg_newtuple, "attempt_count", &isnull)) <
+			DatumGetInt32(col(td, td->tg_trigtuple, "attempt_count", &isnull)))
+			refuse(td, td->tg_trigtuple, "update of job",
+				   "Its attempt count cannot go back.");
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
 	{

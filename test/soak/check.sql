@@ -7,21 +7,28 @@
 -- it can fail: it compares what clients were told with what is stored.
 
 \set ON_ERROR_STOP 1
-SET client_min_messages = warning;
+-- one transaction (temporary tables dropped at commit): the checker runs
+-- unchanged through a transaction pooler; selftest.sql runs it inside its
+-- own transaction, which it rolls back
+\if :{?in_selftest}
+\else
+BEGIN;
+\endif
+SET LOCAL client_min_messages = warning;
 
 CREATE TEMP TABLE soak_check (
 	ord			serial,
 	check_name	text NOT NULL,
 	violations	bigint NOT NULL,
 	detail		text
-);
+) ON COMMIT DROP;
 
 CREATE INDEX ON soak.history (attempt_id, seq);
 CREATE INDEX ON soak.history (job_id);
 ANALYZE soak.history;
 
 -- committed, answered calls
-CREATE TEMP TABLE ok AS
+CREATE TEMP TABLE ok ON COMMIT DROP AS
 	SELECT * FROM soak.history WHERE sqlstate = '00000';
 CREATE INDEX ON ok (attempt_id, seq);
 CREATE INDEX ON ok (job_id);
@@ -303,3 +310,7 @@ FROM soak.history GROUP BY 1, 2 ORDER BY 1, 2;
 SELECT check_name, violations, coalesce(detail, '') FROM soak_check ORDER BY ord;
 \echo TOTAL
 SELECT 'violations', sum(violations) FROM soak_check;
+\if :{?in_selftest}
+\else
+COMMIT;
+\endif

@@ -43,5 +43,6 @@ WHERE seq = (SELECT seq FROM soak.history WHERE fn = 'submit'
 INSERT INTO soak.history (phase, client, fn, sent, sqlstate, expected)
 VALUES ('selftest', 0, 'submit', '{}', 'XX000', false);
 
+\set in_selftest 1
 \ir check.sql
 ROLLBACK;

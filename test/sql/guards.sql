@@ -13,6 +13,10 @@ UPDATE idemjob.jobs SET id = idemjob.uuid_v7() WHERE id = :'j';
 -- nor its version go backwards (forwards is a fence)
 UPDATE idemjob.jobs SET version = version + 1 WHERE id = :'j';
 UPDATE idemjob.jobs SET version = 0 WHERE id = :'j';
+-- nor its attempt count, and a result comes with its winner
+UPDATE idemjob.jobs SET attempt_count = -1 WHERE id = :'j';
+UPDATE idemjob.jobs SET result = '{"forged": true}' WHERE id = :'j';
+UPDATE idemjob.jobs SET completed_by = idemjob.uuid_v7() WHERE id = :'j';
 -- harmless columns may change
 UPDATE idemjob.jobs SET updated_at = now() WHERE id = :'j';
 SELECT id AS a1 FROM idemjob.start_attempt(:'j') \gset
