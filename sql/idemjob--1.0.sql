@@ -23,11 +23,11 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 --
 CREATE TABLE idemjob.jobs (
 	id				uuid NOT NULL DEFAULT idemjob.uuid_v7(),
-	owner_id		text NOT NULL,
-	idempotency_key	text NOT NULL,
-	intent			text NOT NULL,
+	owner_id		text COLLATE "C" NOT NULL,
+	idempotency_key	text COLLATE "C" NOT NULL,
+	intent			text COLLATE "C" NOT NULL,
 	params			jsonb NOT NULL DEFAULT '{}',
-	provider		text NOT NULL,
+	provider		text COLLATE "C" NOT NULL,
 	state			idemjob.job_state NOT NULL DEFAULT 'pending',
 	version			bigint NOT NULL DEFAULT 0,
 	attempt_count	integer NOT NULL DEFAULT 0,
@@ -46,18 +46,21 @@ CREATE TABLE idemjob.jobs (
 -- (versions and counts start at 0 and never go back, a result and its
 -- winner are written together, attempt numbers start at 1) on raw DML; the
 -- extension's functions never break them.
+-- Identifiers (owner, key, intent, provider, worker) are compared byte for
+-- byte: COLLATE "C" makes the unique indexes cheap whatever the database's
+-- locale, and equality is what they are for.
 -- the default fillfactor leaves no room for HOT updates of a job's row
 ALTER TABLE idemjob.jobs SET (fillfactor = 90);
 
 CREATE TABLE idemjob.attempts (
 	id				uuid NOT NULL DEFAULT idemjob.uuid_v7(),
 	job_id			uuid NOT NULL,
-	owner_id		text NOT NULL,
+	owner_id		text COLLATE "C" NOT NULL,
 	attempt_no		integer NOT NULL,
-	provider		text NOT NULL,
+	provider		text COLLATE "C" NOT NULL,
 	state			idemjob.attempt_state NOT NULL DEFAULT 'started',
 	read_version	bigint NOT NULL,
-	worker			text,
+	worker			text COLLATE "C",
 	started_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	deadline		timestamptz,
 	finished_at		timestamptz,
@@ -83,7 +86,7 @@ CREATE INDEX attempts_started_deadline
 CREATE TABLE idemjob.race_log (
 	logged_at			timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
 	job_id				uuid NOT NULL,
-	owner_id			text NOT NULL,
+	owner_id			text COLLATE "C" NOT NULL,
 	attempt_id			uuid NOT NULL,
 	winner_attempt_id	uuid,
 	expected_version	bigint NOT NULL,
@@ -101,7 +104,7 @@ CREATE INDEX race_log_job_id ON idemjob.race_log (job_id);
 CREATE UNIQUE INDEX race_log_attempt_id ON idemjob.race_log (attempt_id);
 
 CREATE TABLE idemjob.contracts (
-	intent			text NOT NULL,
+	intent			text COLLATE "C" NOT NULL,
 	version			integer NOT NULL,
 	output_schema	jsonb NOT NULL,
 	updated_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -110,8 +113,8 @@ CREATE TABLE idemjob.contracts (
 );
 
 CREATE TABLE idemjob.certifications (
-	intent				text NOT NULL,
-	provider			text NOT NULL,
+	intent				text COLLATE "C" NOT NULL,
+	provider			text COLLATE "C" NOT NULL,
 	contract_version	integer NOT NULL,
 	certified_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	evidence			jsonb,
