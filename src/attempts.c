@@ -89,11 +89,9 @@ static IjPlan attempt_row = {
 };
 
 static IjPlan lock_attempt = {
-	"SELECT a.job_id, a.state::text, a.read_version, a.result_sha256,"
-	" j.intent, j.state::text"
-	" FROM idemjob.attempts a JOIN idemjob.jobs j"
-	" ON j.id OPERATOR(pg_catalog.=) a.job_id"
-	" WHERE a.id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF a",
+	"SELECT job_id, state::text, read_version, result_sha256"
+	" FROM idemjob.attempts"
+	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	1, {UUIDOID}, NULL
 };
 
@@ -181,8 +179,6 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 	a->read_version = DatumGetInt64(ij_col_nn(0, 3));
 	a->sha = ij_col(0, 4, &isnull);
 	a->has_sha = !isnull;
-	a->intent = TextDatumGetCString(ij_col_nn(0, 5));
-	a->job_state = TextDatumGetCString(ij_col_nn(0, 6));
 }
 
 /* the job's in-doubt attempt has left doubt: the job is free again */

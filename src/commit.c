@@ -8,7 +8,8 @@
  * attempt serialize and the second sees the first's answer (I7).  The
  * result is checked against the intent's output contract before anything
  * is written; a violation is an answer ("rejected"), not an error.  Then a
- * single-table UPDATE of the job is the compare-and-swap:
+ * single-table UPDATE of the job is the compare-and-swap (with the winning
+ * attempt's own update joined to it in one statement):
  *
  *	 UPDATE jobs SET result = $r, ... WHERE id = $j AND version = $read_version
  *	   AND completed_by IS NULL
@@ -43,20 +44,23 @@
 
 PG_FUNCTION_INFO_V1(idemjob_complete_attempt);
 
+/*
+ * The compare-and-swap, and the winner's own update in the same statement
+ * (one executor start instead of two).  The attempt row is already locked
+ * by this transaction, so only the job's UPDATE can wait.
+ */
 static IjPlan cas = {
-	"UPDATE idemjob.jobs SET state = 'succeeded', result = $3, completed_by = $4,"
-	" version = version OPERATOR(pg_catalog.+) 1,"
-	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
-	" AND completed_by IS NULL"
-	" RETURNING version",
+	"WITH cas AS ("
+	"  UPDATE idemjob.jobs SET state = 'succeeded', result = $3, completed_by = $4,"
+	"  version = version OPERATOR(pg_catalog.+) 1,"
+	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	"  WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
+	"  AND completed_by IS NULL"
+	"  RETURNING version)"
+	" UPDATE idemjob.attempts SET state = 'succeeded', finished_at = pg_catalog.now()"
+	" FROM cas WHERE id OPERATOR(pg_catalog.=) $4"
+	" RETURNING cas.version",
 	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}, NULL
-};
-
-static IjPlan attempt_won = {
-	"UPDATE idemjob.attempts SET state = 'succeeded', finished_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
 };
 
 static IjPlan attempt_done = {
@@ -225,7 +229,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 					 errmsg("attempt %s cannot complete", ij_uuid_str(a.id)),
 					 errdetail("The attempt already failed."),
 					 errhint("Start a new attempt if the job is still pending.")));
-		else if (!ij_check_result_contract(a.intent, result, &violation))
+		else if (!ij_check_result_contract(a.job_id, result, &violation))
 		{
 			/* a result that breaks the contract never wins: rejected */
 			JsonbValue *err;
@@ -275,7 +279,6 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				outcome = "won";
 				out[2] = ij_col_nn(0, 1);
 				out[3] = a.id;
-				ij_exec(&attempt_won, &a.id, NULL);
 			}
 			else
 			{

@@ -54,6 +54,7 @@ typedef struct ContractEntry
 } ContractEntry;
 
 static MemoryContext cache_cxt = NULL;
+static int	any_contract = -1;	/* does any intent have one? -1: not known */
 static HTAB *cache = NULL;
 static bool cache_stale = false;
 static Oid	contracts_relid = InvalidOid;
@@ -62,6 +63,16 @@ static IjPlan get_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1",
 	1, {TEXTOID}, NULL
+};
+
+static IjPlan contract_exists = {
+	"SELECT EXISTS (SELECT FROM idemjob.contracts)",
+	0, {InvalidOid}, NULL
+};
+
+static IjPlan job_intent = {
+	"SELECT intent FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}, NULL
 };
 
 static IjPlan lock_contract = {
@@ -157,6 +168,7 @@ cache_reset(void)
 	cache = hash_create("idemjob contracts", 64, &ctl,
 						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	cache_stale = false;
+	any_contract = -1;
 
 	/* which relation's invalidations concern us (changes with re-install) */
 	nsp = get_namespace_oid("idemjob", true);
@@ -218,16 +230,35 @@ lookup_contract(const char *intent)
 }
 
 /*
- * Check a result against its intent's contract.  True when the intent has
- * no contract or the result honours it; else false, with *violation set to
- * {"path", "keyword", "message"}.  Must be connected to SPI.
+ * Check a result against the contract of its job's intent.  True when the
+ * intent has no contract or the result honours it; else false, with
+ * *violation set to {"path", "keyword", "message"}.  While no intent has a
+ * contract (known from the cache), the job is not even read.  Must be
+ * connected to SPI.
  */
 bool
-ij_check_result_contract(const char *intent, Jsonb *result, Jsonb **violation)
+ij_check_result_contract(Datum job_id, Jsonb *result, Jsonb **violation)
 {
-	ContractEntry *e = lookup_contract(intent);
+	ContractEntry *e;
 
 	*violation = NULL;
+	while (any_contract < 0 || cache == NULL || cache_stale)
+	{
+		bool		exists;
+
+		if (cache == NULL || cache_stale)
+			cache_reset();
+		ij_exec(&contract_exists, NULL, NULL);
+		exists = DatumGetBool(ij_col_nn(0, 1));
+		if (!cache_stale)
+			any_contract = exists ? 1 : 0;
+	}
+	if (!any_contract)
+		return true;
+
+	if (ij_exec(&job_intent, &job_id, NULL) == 0)
+		elog(ERROR, "job %s vanished", ij_uuid_str(job_id));
+	e = lookup_contract(TextDatumGetCString(ij_col_nn(0, 1)));
 	if (!e->has_contract)
 		return true;
 	*violation = ij_schema_validate(e->schema, result);

@@ -75,7 +75,7 @@ extern Datum ij_text_datum(const char *s);
 extern bool ij_text_eq(Datum a, text *b);
 extern Jsonb *ij_note(const char *code, const char *reason);
 
-/* attempts.c: an attempt row locked FOR UPDATE, with its job's intent */
+/* attempts.c: an attempt row locked FOR UPDATE */
 typedef struct IjAttempt
 {
 	Datum		id;
@@ -84,8 +84,6 @@ typedef struct IjAttempt
 	int64		read_version;
 	bool		has_sha;		/* a result fingerprint was kept */
 	Datum		sha;			/* result_sha256, if has_sha */
-	char	   *intent;			/* the job's intent */
-	char	   *job_state;		/* the job's state as text */
 } IjAttempt;
 
 extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
@@ -96,7 +94,7 @@ extern bool ij_job_final(const char *job_state);
 
 /* contracts.c */
 extern void ij_contracts_init(void);
-extern bool ij_check_result_contract(const char *intent, Jsonb *result,
+extern bool ij_check_result_contract(Datum job_id, Jsonb *result,
 									 Jsonb **violation);
 extern bool ij_provider_certified(const char *intent, const char *provider);
 
