@@ -7,8 +7,9 @@
 # Debian's packages, builds and installs the extension (-Wall -Wextra
 # -Werror), starts a cluster owned by the postgres user, and runs:
 #   pg_regress suites and isolation specs (make installcheck), pgTAP,
-#   the JSON-Schema-Test-Suite, and the short versions of the soak,
-#   hostile-input, crash/failover (TAP), pooler and benchmark runs.
+#   the JSON-Schema-Test-Suite, the hostile-input battery, and the short
+#   versions of the soak, the pooler run, the crash/failover TAP tests and
+#   the benchmark.
 # It prints one line per stage and exits non-zero if any stage failed.
 
 cd "$(dirname "$0")/.."
@@ -66,6 +67,9 @@ stage "pgTAP (pg_prove)" pgtap
 stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite
 stage "hostile-input battery" bash test/hostile/run.sh
 stage "soak with history checker (short)" bash test/soak/run.sh --short
+stage "through pgbouncer, transaction pooling" bash test/pgbouncer/run.sh
+stage "crash recovery and replica failover (TAP)" bash test/t/run.sh
+stage "benchmark smoke run" env BENCH_PORT=5767 bash bench/run.sh --smoke --no-install
 
 echo
 echo "stages: $passed passed, $failed failed"

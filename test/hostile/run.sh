@@ -8,6 +8,8 @@
 # goes on.  The server log is scanned for crashes afterwards: found at
 # HOSTILE_SERVER_LOG, else pg_current_logfile(), else server.log next to the
 # data directory (test/lib.sh's layout).
+# HOSTILE_STATEMENT_TIMEOUT (1s) must exceed the time to open a dblink
+# connection (raise it under valgrind).
 # Prints "hostile inputs tried: N, unexpected: M"; exits non-zero if M > 0,
 # if any case did not run, or if the server log shows a crash.
 set -uo pipefail
@@ -62,7 +64,7 @@ from=0
 while :; do
 	$PSQL -At -d "$db" >"$work/cases.sql" <<SQL || exit 1
 SELECT concat(setup || E';\n', '\echo running ', id, E'\n',
-	CASE WHEN kind = 'statement_timeout' THEN E'SET statement_timeout = ''1s'';\n' END,
+	CASE WHEN kind = 'statement_timeout' THEN E'SET statement_timeout = ''${HOSTILE_STATEMENT_TIMEOUT:-1s}'';\n' END,
 	'SELECT hostile.run_case(', id, E');\n',
 	CASE WHEN kind = 'statement_timeout' THEN E'RESET statement_timeout;\n' END)
 FROM hostile.cases WHERE id > $from ORDER BY id

@@ -23,8 +23,8 @@ CREATE TEMP TABLE soak_check (
 	detail		text
 ) ON COMMIT DROP;
 
-CREATE INDEX ON soak.history (attempt_id, seq);
-CREATE INDEX ON soak.history (job_id);
+CREATE INDEX IF NOT EXISTS history_attempt_seq ON soak.history (attempt_id, seq);
+CREATE INDEX IF NOT EXISTS history_job ON soak.history (job_id);
 ANALYZE soak.history;
 
 -- committed, answered calls
