@@ -338,7 +338,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 			bool		wnull;
 			Datum		a_worker = ij_col(0, 4, &wnull);
 			bool		dnull;
-			Datum		deadline = ij_col(0, 6, &dnull);
+			Datum		a_deadline = ij_col(0, 6, &dnull);
 			Datum		a_id = ij_col_nn(0, 1);
 			char	   *a_state = TextDatumGetCString(ij_col_nn(0, 2));
 
@@ -358,7 +358,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					 errmsg("job %s has an attempt in doubt", ij_uuid_str(job_id)),
 					 errdetail("Attempt %s is %s%s%s.", ij_uuid_str(a_id), a_state,
 							   dnull ? "" : ", deadline ",
-							   dnull ? "" : DatumGetCString(DirectFunctionCall1(timestamptz_out, deadline))),
+							   dnull ? "" : DatumGetCString(DirectFunctionCall1(timestamptz_out, a_deadline))),
 					 errhint("Wait for its result, or resolve it with idemjob.complete_attempt(), idemjob.fail_attempt() or idemjob.cancel_attempt() before starting another.")));
 		}
 
