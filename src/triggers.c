@@ -8,7 +8,9 @@
  * The extension's own functions have already checked each transition, so
  * while one of them runs (idemjob_trusted_depth > 0, raised in
  * spi_plans.c) the guards return at once: the trusted path costs one
- * function call per row and no second round of checks.
+ * function call per row and no second round of checks.  A limit of this
+ * design: a user-defined trigger on these tables that itself runs DML on
+ * them, fired from inside an idemjob function, runs trusted too.
  *
  * Raw DML is refused when it would:
  *	 - insert a job in any state but a fresh pending one, or insert an
