@@ -49,7 +49,6 @@ typedef struct ContractEntry
 {
 	char		intent[IDEMJOB_MAX_NAME_BYTES + 1];	/* hash key */
 	bool		has_contract;
-	int32		version;
 	IjSchema   *schema;
 } ContractEntry;
 
@@ -191,7 +190,6 @@ lookup_contract(const char *intent)
 	{
 		Datum		arg;
 		bool		has;
-		int32		version = 0;
 		IjSchema   *schema = NULL;
 
 		if (cache == NULL || cache_stale ||
@@ -208,7 +206,6 @@ lookup_contract(const char *intent)
 		{
 			MemoryContext oldcxt = MemoryContextSwitchTo(cache_cxt);
 
-			version = DatumGetInt32(ij_col_nn(0, 1));
 			schema = ij_schema_compile(DatumGetJsonbP(ij_col_nn(0, 2)));
 			MemoryContextSwitchTo(oldcxt);
 		}
@@ -222,7 +219,6 @@ lookup_contract(const char *intent)
 
 		e = hash_search(cache, key, HASH_ENTER, &found);
 		e->has_contract = has;
-		e->version = version;
 		e->schema = schema;
 		break;
 	}

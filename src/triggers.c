@@ -123,12 +123,6 @@ result_and_winner_together(TriggerData *td, HeapTuple tuple)
 	return winner_null == result_null;
 }
 
-static bool
-is_final_job(const char *state)
-{
-	return ij_job_final(state);
-}
-
 static void
 refuse(TriggerData *td, HeapTuple tuple, const char *what, const char *detail)
 {
@@ -195,7 +189,7 @@ idemjob_jobs_guard(PG_FUNCTION_ARGS)
 				   psprintf("Its version would go back from " INT64_FORMAT " to " INT64_FORMAT ".",
 							old_version, new_version));
 
-		if (is_final_job(old_state) && strcmp(old_state, new_state) != 0)
+		if (ij_job_final(old_state) && strcmp(old_state, new_state) != 0)
 			refuse(td, td->tg_trigtuple, "update of job",
 				   psprintf("The job is %s, a final state; it cannot become %s.",
 							old_state, new_state));
@@ -216,7 +210,7 @@ idemjob_jobs_guard(PG_FUNCTION_ARGS)
 	{
 		char	   *state = state_of(td, td->tg_trigtuple);
 
-		if (!is_final_job(state))
+		if (!ij_job_final(state))
 			refuse(td, td->tg_trigtuple, "delete of job",
 				   psprintf("The job is %s; only a succeeded, failed or cancelled job can be deleted.",
 							state));
