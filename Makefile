@@ -13,7 +13,9 @@ OBJS = \
 	src/commit.o \
 	src/triggers.o \
 	src/contracts.o \
-	src/validator.o
+	src/validator.o \
+	src/rights.o \
+	src/stubs_tmp.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 

@@ -43,35 +43,37 @@ PG_FUNCTION_INFO_V1(idemjob_mark_unknown);
 PG_FUNCTION_INFO_V1(idemjob_cancel_attempt);
 PG_FUNCTION_INFO_V1(idemjob_expire_attempts);
 
-#define FINAL_JOB_STATES "('succeeded', 'failed', 'cancelled')"
+#define FINAL_JOB_STATES "('{succeeded,failed,cancelled}'::idemjob.job_state[])"
 
 static IjPlan start_fast = {
 	"UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
-	" state = 'running', updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND state = 'pending'"
-	" AND ($2::text IS NULL OR provider OPERATOR(pg_catalog.=) $2)"
+	" state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
+	" AND ($2::pg_catalog.text IS NULL OR provider OPERATOR(pg_catalog.=) $2)"
 	" RETURNING owner_id, provider, version, attempt_count",
 	2, {UUIDOID, TEXTOID}, NULL
 };
 
 static IjPlan start_lock_job = {
-	"SELECT state::text, provider, intent FROM idemjob.jobs"
+	"SELECT state::pg_catalog.text, provider, intent, owner_id FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	1, {UUIDOID}, NULL
 };
 
 static IjPlan start_locked = {
 	"UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
-	" state = 'running', updated_at = pg_catalog.now()"
+	" state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING owner_id, provider, version, attempt_count",
 	1, {UUIDOID}, NULL
 };
 
 static IjPlan find_in_doubt = {
-	"SELECT id, state::text, provider, worker, started_at, deadline"
+	"SELECT id, state::pg_catalog.text, provider, worker, started_at, deadline"
 	" FROM idemjob.attempts"
-	" WHERE job_id OPERATOR(pg_catalog.=) $1 AND state IN ('started', 'unknown')",
+	" WHERE job_id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])",
 	1, {UUIDOID}, NULL
 };
 
@@ -89,29 +91,32 @@ static IjPlan attempt_row = {
 };
 
 static IjPlan lock_attempt = {
-	"SELECT job_id, state::text, read_version, result_sha256"
+	"SELECT job_id, state::pg_catalog.text, read_version, result_sha256, owner_id"
 	" FROM idemjob.attempts"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	1, {UUIDOID}, NULL
 };
 
 static IjPlan release_job = {
-	"UPDATE idemjob.jobs SET state = 'pending', updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND state IN ('running', 'in_doubt')",
+	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state, updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])",
 	1, {UUIDOID}, NULL
 };
 
 static IjPlan job_in_doubt = {
-	"UPDATE idemjob.jobs SET state = 'in_doubt', updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND state IN ('pending', 'running')",
+	"UPDATE idemjob.jobs SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::idemjob.job_state[])",
 	1, {UUIDOID}, NULL
 };
 
 static IjPlan job_failed = {
-	"UPDATE idemjob.jobs SET state = 'failed',"
+	"UPDATE idemjob.jobs SET state = 'failed'::idemjob.job_state,"
 	" version = version OPERATOR(pg_catalog.+) 1,"
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND state NOT IN " FINAL_JOB_STATES,
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
 	1, {UUIDOID}, NULL
 };
 
@@ -120,13 +125,15 @@ static IjPlan job_fence = {
 	"UPDATE idemjob.jobs SET version = version OPERATOR(pg_catalog.+) 1,"
 	" updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
-	" AND state NOT IN " FINAL_JOB_STATES,
+	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
 	2, {UUIDOID, INT8OID}, NULL
 };
 
 static IjPlan set_attempt_state = {
-	"UPDATE idemjob.attempts SET state = $2::text::idemjob.attempt_state,"
-	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END"
+	"UPDATE idemjob.attempts SET state = $2::pg_catalog.text::idemjob.attempt_state,"
+	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END,"
+	" unknown_at = CASE WHEN $2::pg_catalog.text OPERATOR(pg_catalog.=) 'unknown'::pg_catalog.text"
+	" THEN pg_catalog.now() ELSE unknown_at END"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
 	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL
@@ -135,14 +142,17 @@ static IjPlan set_attempt_state = {
 static IjPlan expire = {
 	"WITH x AS ("
 	"  UPDATE idemjob.attempts"
-	"  SET state = 'unknown', error = '{\"code\": \"unknown\", \"reason\": \"deadline\"}'"
-	"  WHERE state = 'started' AND deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
+	"  SET state = 'unknown'::idemjob.attempt_state, unknown_at = pg_catalog.now(),"
+	"  error = '{\"code\": \"unknown\", \"reason\": \"deadline\"}'::pg_catalog.jsonb"
+	"  WHERE state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
+	"  AND deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
 	"  RETURNING job_id),"
 	" y AS ("
-	"  UPDATE idemjob.jobs j SET state = 'in_doubt', updated_at = pg_catalog.now()"
-	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id AND j.state = 'running'"
+	"  UPDATE idemjob.jobs j SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
+	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id"
+	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state"
 	"  RETURNING 1)"
-	" SELECT pg_catalog.count(*)::int4 FROM x",
+	" SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x",
 	0, {InvalidOid}, NULL
 };
 
@@ -169,7 +179,8 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 {
 	bool		isnull;
 
-	if (ij_exec(&lock_attempt, &attempt_id, NULL) == 0)
+	if (ij_exec(&lock_attempt, &attempt_id, NULL) == 0 ||
+		!ij_owner_visible(ij_col_nn(0, 5)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id))));
@@ -297,6 +308,10 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	args[1] = provider ? PointerGetDatum(provider) : (Datum) 0;
 	nulls[1] = provider ? ' ' : 'n';
 	n = ij_exec(&start_fast, args, nulls);
+	if (n == 1 && !ij_owner_visible(ij_col_nn(0, 1)))
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_NOT_FOUND),
+				 errmsg("job %s does not exist", ij_uuid_str(job_id))));
 
 	if (n == 0)
 	{
@@ -305,7 +320,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 		char	   *intent;
 
 		/* not a pending job on its own provider: decide under a row lock */
-		if (ij_exec(&start_lock_job, &job_id, NULL) == 0)
+		if (ij_exec(&start_lock_job, &job_id, NULL) == 0 ||
+			!ij_owner_visible(ij_col_nn(0, 4)))
 			ereport(ERROR,
 					(errcode(ERRCODE_IJ_NOT_FOUND),
 					 errmsg("job %s does not exist", ij_uuid_str(job_id))));

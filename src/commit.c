@@ -51,20 +51,22 @@ PG_FUNCTION_INFO_V1(idemjob_complete_attempt);
  */
 static IjPlan cas = {
 	"WITH cas AS ("
-	"  UPDATE idemjob.jobs SET state = 'succeeded', result = $3, completed_by = $4,"
+	"  UPDATE idemjob.jobs SET state = 'succeeded'::idemjob.job_state,"
+	"  result = $3, completed_by = $4,"
 	"  version = version OPERATOR(pg_catalog.+) 1,"
 	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
 	"  WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
 	"  AND completed_by IS NULL"
 	"  RETURNING version)"
-	" UPDATE idemjob.attempts SET state = 'succeeded', finished_at = pg_catalog.now()"
+	" UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
+	" finished_at = pg_catalog.now()"
 	" FROM cas WHERE id OPERATOR(pg_catalog.=) $4"
 	" RETURNING cas.version",
 	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}, NULL
 };
 
 static IjPlan attempt_done = {
-	"UPDATE idemjob.attempts SET state = $2::text::idemjob.attempt_state,"
+	"UPDATE idemjob.attempts SET state = $2::pg_catalog.text::idemjob.attempt_state,"
 	" finished_at = pg_catalog.now(), result_sha256 = $3,"
 	" error = COALESCE($4, error)"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
@@ -80,8 +82,9 @@ static IjPlan job_after_loss = {
 
 static IjPlan log_race = {
 	"INSERT INTO idemjob.race_log (job_id, owner_id, attempt_id, winner_attempt_id,"
-	" expected_version, found_version, reason, result_sha256, result_bytes, late_by)"
-	" SELECT $1, a.owner_id, $2, $3, $4, $5, $6, $7, $8, $9"
+	" expected_version, found_version, reason, result_sha256, result_bytes, late_by,"
+	" provider)"
+	" SELECT $1, a.owner_id, $2, $3, $4, $5, $6, $7, $8, $9, a.provider"
 	" FROM idemjob.attempts a WHERE a.id OPERATOR(pg_catalog.=) $2",
 	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}, NULL
 };

@@ -6,12 +6,20 @@
  *	  of a result against its intent's contract, and the certification
  *	  check of a failover attempt.
  *
- * Compiled contracts are cached per backend, keyed by intent, with a
- * negative entry for an intent that has none, so that complete_attempt()
- * on the common path costs a hash probe.  Any change to idemjob.contracts
- * (through define_contract() or raw DML) fires a statement trigger that
- * sends a relcache invalidation for the table; at commit every backend
- * receives it and marks its cache stale, and the next look-up drops it.
+ * Compiled contracts are cached per backend, keyed by the whole intent
+ * text (whatever its length: a row restored or inserted raw may hold a
+ * longer intent than the functions accept, and must never share an entry
+ * with another intent), with a negative entry for an intent that has
+ * none, so that complete_attempt() on the common path costs a hash probe.
+ * Each contract is compiled into a memory context of its own
+ * (ij_schema_compile); one that fails to compile, or whose compilation is
+ * cancelled, gives its memory back before the error leaves, so a contract
+ * that no longer compiles costs nothing per call but the error.
+ *
+ * Any change to idemjob.contracts (through define_contract() or raw DML)
+ * fires a statement trigger that sends a relcache invalidation for the
+ * table; at commit every backend receives it and marks its cache stale,
+ * and the next look-up drops it.
  * The callback itself frees nothing: it can run in the middle of a check.
  *
  * A new contract version lapses the certifications made under older ones:
@@ -29,6 +37,7 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -47,7 +56,7 @@ PG_FUNCTION_INFO_V1(idemjob_revoke_provider);
 
 typedef struct ContractEntry
 {
-	char		intent[IDEMJOB_MAX_NAME_BYTES + 1];	/* hash key */
+	char	   *intent;			/* hash key: the whole intent, in cache_cxt */
 	bool		has_contract;
 	IjSchema   *schema;
 } ContractEntry;
@@ -149,6 +158,21 @@ ij_contracts_init(void)
 	CacheRegisterRelcacheCallback(contracts_inval_callback, (Datum) 0);
 }
 
+/* the key is a pointer to the intent; hash and compare what it points to */
+static uint32
+intent_hash(const void *key, Size keysize)
+{
+	const char *s = *(char *const *) key;
+
+	return hash_bytes((const unsigned char *) s, strlen(s));
+}
+
+static int
+intent_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(char *const *) key1, *(char *const *) key2);
+}
+
 static void
 cache_reset(void)
 {
@@ -161,11 +185,14 @@ cache_reset(void)
 									  "idemjob contract cache",
 									  ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = IDEMJOB_MAX_NAME_BYTES + 1;
+	ctl.keysize = sizeof(char *);
 	ctl.entrysize = sizeof(ContractEntry);
+	ctl.hash = intent_hash;
+	ctl.match = intent_match;
 	ctl.hcxt = cache_cxt;
 	cache = hash_create("idemjob contracts", 64, &ctl,
-						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+						HASH_CONTEXT);
 	cache_stale = false;
 	any_contract = -1;
 
@@ -183,9 +210,7 @@ lookup_contract(const char *intent)
 {
 	ContractEntry *e;
 	bool		found;
-	char		key[IDEMJOB_MAX_NAME_BYTES + 1];
 
-	strlcpy(key, intent, sizeof(key));
 	for (;;)
 	{
 		Datum		arg;
@@ -196,7 +221,7 @@ lookup_contract(const char *intent)
 			hash_get_num_entries(cache) >= CONTRACT_CACHE_MAX)
 			cache_reset();
 
-		e = hash_search(cache, key, HASH_FIND, NULL);
+		e = hash_search(cache, &intent, HASH_FIND, NULL);
 		if (e != NULL)
 			return e;
 
@@ -204,9 +229,12 @@ lookup_contract(const char *intent)
 		has = ij_exec(&get_contract, &arg, NULL) == 1;
 		if (has)
 		{
+			/* detoasted here, not in the cache: the compiled form copies it */
+			Jsonb	   *doc = DatumGetJsonbP(ij_col_nn(0, 2));
 			MemoryContext oldcxt = MemoryContextSwitchTo(cache_cxt);
 
-			schema = ij_schema_compile(DatumGetJsonbP(ij_col_nn(0, 2)));
+			/* in a context of its own, freed at once if this fails */
+			schema = ij_schema_compile(doc);
 			MemoryContextSwitchTo(oldcxt);
 		}
 
@@ -217,7 +245,12 @@ lookup_contract(const char *intent)
 		if (cache_stale)
 			continue;
 
-		e = hash_search(cache, key, HASH_ENTER, &found);
+		{
+			/* the key must live as long as the entry: copy it first */
+			char	   *key = MemoryContextStrdup(cache_cxt, intent);
+
+			e = hash_search(cache, &key, HASH_ENTER, &found);
+		}
 		e->has_contract = has;
 		e->schema = schema;
 		break;

@@ -35,6 +35,13 @@ int			idemjob_attempt_timeout_ms = 5 * 60 * 1000;
 char	   *idemjob_default_provider = NULL;
 int			idemjob_max_payload_bytes = 1024 * 1024;
 bool		idemjob_require_certified_failover = true;
+int			idemjob_max_attempts = 25;
+int			idemjob_retry_backoff_ms = 1000;
+int			idemjob_retry_backoff_max_ms = 60 * 60 * 1000;
+bool		idemjob_keep_dropped_results = false;
+int			idemjob_key_retention_s = 0;
+int			idemjob_sweeper_interval_ms = 1000;
+char	   *idemjob_sweeper_databases = NULL;
 
 int			idemjob_trusted_depth = 0;
 
@@ -58,7 +65,10 @@ static void
 idemjob_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
 		idemjob_trusted_depth = 0;
+		ij_rights_abort();
+	}
 }
 
 static void
@@ -66,7 +76,10 @@ idemjob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						 SubTransactionId parentSubid, void *arg)
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
 		idemjob_trusted_depth = 0;
+		ij_rights_abort();
+	}
 }
 
 void
@@ -97,7 +110,7 @@ _PG_init(void)
 							&idemjob_max_payload_bytes,
 							1024 * 1024,
 							1, MaxAllocSize / 2,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 
@@ -110,6 +123,83 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idemjob.max_attempts",
+							"Attempts a job gets before a failure or rejection ends it failed, when submitted without max_attempts.",
+							NULL,
+							&idemjob_max_attempts,
+							25,
+							1, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.retry_backoff",
+							"Delay before the first retry of a failed or rejected attempt; it doubles with each attempt.",
+							"0 retries at once.",
+							&idemjob_retry_backoff_ms,
+							1000,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.retry_backoff_max",
+							"Longest delay before a retry.",
+							NULL,
+							&idemjob_retry_backoff_max_ms,
+							60 * 60 * 1000,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("idemjob.keep_dropped_results",
+							 "Keep the result of a superseded or rejected attempt in attempts.dropped_result.",
+							 "Results may hold personal data; off by default.",
+							 &idemjob_keep_dropped_results,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.key_retention",
+							"How long purge() keeps the spent key of a purged job.",
+							"0 keeps spent keys forever.",
+							&idemjob_key_retention_s,
+							0,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("idemjob.owner_binding",
+							   "Ties the session's calls to one owner: off, role, setting:NAME or setting:NAME/KEY.",
+							   "Usually set per role with ALTER ROLE ... SET.",
+							   &idemjob_owner_binding,
+							   "off",
+							   PGC_SUSET,
+							   0,
+							   ij_check_owner_binding, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.sweeper_interval",
+							"How often the sweeper runs expire_attempts() (with idemjob in shared_preload_libraries).",
+							"0 turns the sweeper off.",
+							&idemjob_sweeper_interval_ms,
+							1000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("idemjob.sweeper_databases",
+							   "Databases the sweeper runs in, comma-separated (with idemjob in shared_preload_libraries).",
+							   NULL,
+							   &idemjob_sweeper_databases,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idemjob");
 #else
@@ -117,6 +207,7 @@ _PG_init(void)
 #endif
 
 	ij_contracts_init();
+	ij_rights_init();
 	RegisterXactCallback(idemjob_xact_callback, NULL);
 	RegisterSubXactCallback(idemjob_subxact_callback, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include "fmgr.h"
 #include "executor/spi.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
@@ -26,6 +27,7 @@
 #define ERRCODE_IJ_PROVIDER_NOT_CERTIFIED	MAKE_SQLSTATE('I','J','0','0','4')
 #define ERRCODE_IJ_INVALID_TRANSITION		MAKE_SQLSTATE('I','J','0','0','5')
 #define ERRCODE_IJ_NOT_FOUND				MAKE_SQLSTATE('I','J','0','0','6')
+#define ERRCODE_IJ_KEY_EXPIRED				MAKE_SQLSTATE('I','J','0','0','7')
 
 /* identifiers (owner, key, intent, provider, worker) are at most this long */
 #define IDEMJOB_MAX_NAME_BYTES	255
@@ -35,6 +37,15 @@ extern int	idemjob_attempt_timeout_ms;
 extern char *idemjob_default_provider;
 extern int	idemjob_max_payload_bytes;
 extern bool idemjob_require_certified_failover;
+/* since 1.1 */
+extern int	idemjob_max_attempts;
+extern int	idemjob_retry_backoff_ms;
+extern int	idemjob_retry_backoff_max_ms;
+extern bool idemjob_keep_dropped_results;
+extern int	idemjob_key_retention_s;
+extern char *idemjob_owner_binding;
+extern int	idemjob_sweeper_interval_ms;
+extern char *idemjob_sweeper_databases;
 
 /*
  * Trusted path.  While one of the extension's own functions changes its
@@ -42,6 +53,22 @@ extern bool idemjob_require_certified_failover;
  * already checked the transition.  Reset on (sub)transaction abort.
  */
 extern int	idemjob_trusted_depth;
+
+/*
+ * rights.c: the functions run as the extension's owner (ij_connect switches
+ * to it), and the owner binding.
+ */
+extern void ij_rights_init(void);
+extern void ij_rights_abort(void);
+extern Oid	ij_extension_owner(void);
+extern void ij_switch_user(void);
+extern void ij_unswitch_user(void);
+extern Oid	ij_caller(void);
+extern bool ij_check_owner_binding(char **newval, void **extra,
+								   GucSource source);
+extern text *ij_bound_owner(void);
+extern void ij_check_submit_owner(text *owner_id);
+extern bool ij_owner_visible(Datum owner_id);
 
 /* uuidv7.c */
 extern pg_uuid_t *idemjob_new_uuid(void);

@@ -50,7 +50,7 @@ static IjPlan find_job = {
 };
 
 static IjPlan lock_job = {
-	"SELECT state::text FROM idemjob.jobs"
+	"SELECT state::pg_catalog.text, owner_id FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	1, {UUIDOID}, NULL
 };
@@ -61,7 +61,7 @@ static IjPlan job_row = {
 };
 
 static IjPlan cancel_job = {
-	"UPDATE idemjob.jobs SET state = 'cancelled',"
+	"UPDATE idemjob.jobs SET state = 'cancelled'::idemjob.job_state,"
 	" version = version OPERATOR(pg_catalog.+) 1,"
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now(),"
 	" cancel_reason = $2"
@@ -117,6 +117,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		provider = ij_name_arg(fcinfo, 4, "provider", true);
 		if (provider == NULL)
 			provider = cstring_to_text(idemjob_default_provider);
+		ij_check_submit_owner(owner_id);
 
 		funcctx = SRF_FIRSTCALL_INIT();
 		tupdesc = ij_result_tupdesc(fcinfo);
@@ -220,7 +221,8 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 	args[1] = PG_GETARG_DATUM(1);
 
 	ij_connect();
-	if (ij_exec(&lock_job, args, NULL) == 0)
+	if (ij_exec(&lock_job, args, NULL) == 0 ||
+		!ij_owner_visible(ij_col_nn(0, 2)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("job %s does not exist", ij_uuid_str(args[0]))));

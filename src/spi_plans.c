@@ -17,8 +17,13 @@
  * the unique constraints, not the C code, are what make a second job or a
  * second in-doubt attempt impossible.
  *
- * While connected the trusted-path depth is raised, so the raw-DML guards
- * skip what the calling function has already checked.
+ * While connected the functions run as the extension's owner (rights.c),
+ * and the trusted-path depth is raised, so the raw-DML guards skip what the
+ * calling function has already checked.
+ *
+ * Every name in every statement is qualified (tables, types, casts,
+ * functions, OPERATOR(pg_catalog.=)): no search_path or pg_temp object can
+ * stand in for one, whoever calls.
  *
  * src/spi_plans.c
  *
@@ -37,6 +42,7 @@ ij_connect(void)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	ij_switch_user();
 	idemjob_trusted_depth++;
 }
 
@@ -44,6 +50,7 @@ void
 ij_finish(void)
 {
 	idemjob_trusted_depth--;
+	ij_unswitch_user();
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 }

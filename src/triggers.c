@@ -1,34 +1,65 @@
 /*-------------------------------------------------------------------------
  *
  * triggers.c
- *	  Guards against raw DML (I8): row triggers on idemjob.jobs and
- *	  idemjob.attempts that refuse, with IJ005, any change the state machine
- *	  forbids, and a TRUNCATE guard.
+ *	  Guards against raw DML (I8, CONTRACT.md "Raw DML"): one row-trigger
+ *	  function per table (jobs, attempts, race_log, contracts,
+ *	  certifications, spent_keys), the TRUNCATE guard, and the statement
+ *	  trigger that invalidates the contract caches.
  *
- * The extension's own functions have already checked each transition, so
- * while one of them runs (idemjob_trusted_depth > 0, raised in
- * spi_plans.c) the guards return at once: the trusted path costs one
- * function call per row and no second round of checks.  A limit of this
- * design: a user-defined trigger on these tables that itself runs DML on
- * them, fired from inside an idemjob function, runs trusted too.
+ * Only the extension's owner and superusers can write the tables at all;
+ * these triggers hold them to the contract too.  The extension's own
+ * functions have already checked what they write: while one of them runs
+ * (idemjob_trusted_depth > 0, raised in spi_plans.c) every guard returns at
+ * once, and the update guards are not even queued (their WHEN clause).  A
+ * limit of this design: a user-defined trigger on these tables that itself
+ * runs DML on them, fired from inside an idemjob function, runs trusted
+ * too.
  *
- * Raw DML is refused when it would:
- *	 - insert a job in any state but a fresh pending one, or insert an
- *	   attempt at all (start_attempt() numbers attempts, reads the version
- *	   and checks certification);
- *	 - change a job's identity (id, owner, key, intent, params, provider,
- *	   created_at), rewrite a written result, write a result without its
- *	   winner (or the reverse), move a final job, or move a version or an
- *	   attempt count backwards (these stand in for CHECK constraints, which
- *	   would be re-parsed at every statement of the trusted path too);
- *	 - change an attempt's identity or move it along a transition the
- *	   state machine does not have (which also rules out a second attempt
- *	   in doubt: nothing re-enters started or unknown).  A transition it
- *	   has moves the job's derived state along, as the functions do;
- *	 - delete a job that is not final, or an attempt on its own.  Deleting
- *	   a final job deletes its attempts and race log through ON DELETE
- *	   CASCADE: the attempt guard lets a delete through when its job is
- *	   already gone.
+ * Each function first checks where it fired: on the right table (schema
+ * idemjob, by name), row-level, with the timing and events the upgrade
+ * script declares.  Attached to any other table, or fired otherwise, it
+ * raises 09000 before it reads a column.  On the hot path (every submit
+ * fires the jobs insert guard) that check is one OID comparison and one
+ * bit test: the table's OID and the attribute numbers of its columns are
+ * cached per backend, and dropped by a relcache invalidation of the table
+ * (ALTER, DROP, re-install) or any change to a schema.  The executor holds
+ * a lock on the table while a trigger runs, so its shape cannot change
+ * under a guard; each guard copies the attribute numbers before it calls
+ * anything that could process invalidations.
+ *
+ * Off the trusted path (IJ005 for everything refused, with a DETAIL):
+ *	 - UPDATE of jobs or attempts may change no column the extension
+ *	   defines: not only those the contract names, but also
+ *	   jobs.cancel_reason and attempts.result_sha256, which the functions
+ *	   write and rely on (a retried complete_attempt() answers from the
+ *	   fingerprint).  A column a DBA added to the table is theirs to
+ *	   change.  A no-op assignment passes.  UPDATE of race_log, contracts,
+ *	   certifications and spent_keys: refused outright.
+ *	 - INSERT (a restore; COPY fires these triggers too) of a row that is
+ *	   consistent on its own: required columns set, names of 1 to 255
+ *	   bytes, states, versions and counters in range and in step with the
+ *	   state machine (a final job has completed_at and a version moved
+ *	   past 0; a succeeded one, and only it, a result and its winner; only
+ *	   a failed one an error; an attempt has finished_at exactly when it
+ *	   ended, no unknown_at while started, a fingerprint when superseded,
+ *	   ...; a contract's schema compiles as define_contract() requires).
+ *	   Counters stop one short of their type's maximum, so that the next
+ *	   increment by a function cannot overflow.  The order of timestamps
+ *	   written by different transactions is not checked: they are
+ *	   transaction start times (now()), and a claim() that waited for a job
+ *	   writes a started_at, updated_at and completed_at earlier than the
+ *	   job's created_at; refusing those rows would lose them on restore.
+ *	   Nor is a rule no function relies on (an unknown attempt without
+ *	   unknown_at: 1.0 did not record it, and the in_doubt view falls back
+ *	   to the deadline).  Whether a row agrees with other rows (an attempt
+ *	   with its job) is left to the constraints.
+ *	 - DELETE of a final job (its attempts go by ON DELETE CASCADE; the
+ *	   race log stays); of a job not final, or of an attempt whose job
+ *	   still exists: refused.  DELETE of contracts and certifications is
+ *	   refused too (a contract can be replaced, never removed; a
+ *	   certification is revoked, keeping its history); race_log and
+ *	   spent_keys rows may be deleted.
+ *	 - TRUNCATE of jobs, attempts, contracts, certifications: refused.
  *
  * src/triggers.c
  *
@@ -36,252 +67,782 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "idemjob.h"
+#include "validator.h"
 
 PG_FUNCTION_INFO_V1(idemjob_jobs_guard);
 PG_FUNCTION_INFO_V1(idemjob_attempts_guard);
+PG_FUNCTION_INFO_V1(idemjob_race_log_guard);
+PG_FUNCTION_INFO_V1(idemjob_contracts_guard);
+PG_FUNCTION_INFO_V1(idemjob_certifications_guard);
+PG_FUNCTION_INFO_V1(idemjob_spent_keys_guard);
 PG_FUNCTION_INFO_V1(idemjob_truncate_guard);
 PG_FUNCTION_INFO_V1(idemjob_contracts_changed);
+
+#define SHA256_BYTES	32
+
+/* column types that are not built in: resolved in schema idemjob */
+#define JOB_STATE_TYPE		((Oid) 1)
+#define ATTEMPT_STATE_TYPE	((Oid) 2)
+
+typedef struct GuardCol
+{
+	const char *name;
+	Oid			type;
+} GuardCol;
+
+/* jobs */
+enum
+{
+	J_ID, J_OWNER, J_KEY, J_INTENT, J_PARAMS, J_PROVIDER, J_STATE, J_VERSION,
+	J_ATTEMPT_COUNT, J_COMPLETED_BY, J_RESULT, J_CREATED_AT, J_UPDATED_AT,
+	J_COMPLETED_AT, J_CANCEL_REASON, J_PRIORITY, J_RUN_AT, J_MAX_ATTEMPTS,
+	J_ERROR, J_NCOLS
+};
+static const GuardCol jobs_cols[J_NCOLS] = {
+	{"id", UUIDOID}, {"owner_id", TEXTOID}, {"idempotency_key", TEXTOID},
+	{"intent", TEXTOID}, {"params", JSONBOID}, {"provider", TEXTOID},
+	{"state", JOB_STATE_TYPE}, {"version", INT8OID},
+	{"attempt_count", INT4OID}, {"completed_by", UUIDOID},
+	{"result", JSONBOID}, {"created_at", TIMESTAMPTZOID},
+	{"updated_at", TIMESTAMPTZOID}, {"completed_at", TIMESTAMPTZOID},
+	{"cancel_reason", TEXTOID}, {"priority", INT4OID},
+	{"run_at", TIMESTAMPTZOID}, {"max_attempts", INT4OID},
+	{"error", JSONBOID}
+};
+
+/* attempts */
+enum
+{
+	A_ID, A_JOB_ID, A_OWNER, A_ATTEMPT_NO, A_PROVIDER, A_STATE,
+	A_READ_VERSION, A_WORKER, A_STARTED_AT, A_DEADLINE, A_FINISHED_AT,
+	A_ERROR, A_RESULT_SHA256, A_UNKNOWN_AT, A_DROPPED_RESULT, A_NCOLS
+};
+static const GuardCol attempts_cols[A_NCOLS] = {
+	{"id", UUIDOID}, {"job_id", UUIDOID}, {"owner_id", TEXTOID},
+	{"attempt_no", INT4OID}, {"provider", TEXTOID},
+	{"state", ATTEMPT_STATE_TYPE}, {"read_version", INT8OID},
+	{"worker", TEXTOID}, {"started_at", TIMESTAMPTZOID},
+	{"deadline", TIMESTAMPTZOID}, {"finished_at", TIMESTAMPTZOID},
+	{"error", JSONBOID}, {"result_sha256", BYTEAOID},
+	{"unknown_at", TIMESTAMPTZOID}, {"dropped_result", JSONBOID}
+};
+
+/* race_log */
+enum
+{
+	R_LOGGED_AT, R_JOB_ID, R_OWNER, R_ATTEMPT_ID, R_WINNER, R_EXPECTED,
+	R_FOUND, R_REASON, R_SHA256, R_BYTES, R_LATE_BY, R_PROVIDER, R_NCOLS
+};
+static const GuardCol race_log_cols[R_NCOLS] = {
+	{"logged_at", TIMESTAMPTZOID}, {"job_id", UUIDOID},
+	{"owner_id", TEXTOID}, {"attempt_id", UUIDOID},
+	{"winner_attempt_id", UUIDOID}, {"expected_version", INT8OID},
+	{"found_version", INT8OID}, {"reason", TEXTOID},
+	{"result_sha256", BYTEAOID}, {"result_bytes", INT4OID},
+	{"late_by", INTERVALOID}, {"provider", TEXTOID}
+};
+
+/* contracts */
+enum
+{
+	C_INTENT, C_VERSION, C_SCHEMA, C_UPDATED_AT, C_NCOLS
+};
+static const GuardCol contracts_cols[C_NCOLS] = {
+	{"intent", TEXTOID}, {"version", INT4OID},
+	{"output_schema", JSONBOID}, {"updated_at", TIMESTAMPTZOID}
+};
+
+/* certifications */
+enum
+{
+	K_INTENT, K_PROVIDER, K_CONTRACT_VERSION, K_CERTIFIED_AT, K_EVIDENCE,
+	K_REVOKED_AT, K_REVOKE_REASON, K_NCOLS
+};
+static const GuardCol certifications_cols[K_NCOLS] = {
+	{"intent", TEXTOID}, {"provider", TEXTOID},
+	{"contract_version", INT4OID}, {"certified_at", TIMESTAMPTZOID},
+	{"evidence", JSONBOID}, {"revoked_at", TIMESTAMPTZOID},
+	{"revoke_reason", TEXTOID}
+};
+
+/* spent_keys */
+enum
+{
+	S_OWNER, S_KEY, S_SHA256, S_JOB_ID, S_FINAL_STATE, S_COMPLETED_AT,
+	S_PURGED_AT, S_NCOLS
+};
+static const GuardCol spent_keys_cols[S_NCOLS] = {
+	{"owner_id", TEXTOID}, {"idempotency_key", TEXTOID},
+	{"request_sha256", BYTEAOID}, {"job_id", UUIDOID},
+	{"final_state", JOB_STATE_TYPE}, {"completed_at", TIMESTAMPTZOID},
+	{"purged_at", TIMESTAMPTZOID}
+};
+
+#define MAX_GUARD_COLS	J_NCOLS
+
+/* the firings a guard is declared for: timing x event, row level */
+#define EV_BEFORE_INSERT	0x01
+#define EV_BEFORE_UPDATE	0x02
+#define EV_BEFORE_DELETE	0x04
+#define EV_AFTER_INSERT		0x08
+#define EV_AFTER_UPDATE		0x10
+#define EV_AFTER_DELETE		0x20
+
+typedef enum
+{
+	T_JOBS, T_ATTEMPTS, T_RACE_LOG, T_CONTRACTS, T_CERTIFICATIONS,
+	T_SPENT_KEYS, T_NTABLES
+} GuardTableId;
+
+typedef struct GuardTable
+{
+	const char *relname;
+	const GuardCol *cols;
+	int			ncols;
+	int			events;			/* EV_* the row guard is declared for */
+	const char *declared;		/* the same, for messages */
+	const char *hint;			/* what to do instead */
+} GuardTable;
+
+/* per table, per backend: its OID, and its columns' attribute numbers */
+typedef struct TableCache
+{
+	Oid			relid;			/* InvalidOid: not resolved */
+	AttrNumber	attnums[MAX_GUARD_COLS];
+} TableCache;
+
+static const GuardTable tables[T_NTABLES] = {
+	{"jobs", jobs_cols, J_NCOLS,
+		EV_BEFORE_INSERT | EV_BEFORE_DELETE | EV_AFTER_UPDATE,
+		"BEFORE INSERT OR DELETE, or AFTER UPDATE, FOR EACH ROW",
+	"Change jobs through the idemjob functions; delete only final jobs."},
+	{"attempts", attempts_cols, A_NCOLS,
+		EV_BEFORE_INSERT | EV_BEFORE_DELETE | EV_AFTER_UPDATE,
+		"BEFORE INSERT OR DELETE, or AFTER UPDATE, FOR EACH ROW",
+	"Change attempts through the idemjob functions; they are deleted with their final job."},
+	{"race_log", race_log_cols, R_NCOLS,
+		EV_BEFORE_INSERT | EV_BEFORE_UPDATE,
+		"BEFORE INSERT OR UPDATE FOR EACH ROW",
+	"Race-log rows are written by idemjob.complete_attempt(); they may only be deleted."},
+	{"contracts", contracts_cols, C_NCOLS,
+		EV_BEFORE_INSERT | EV_BEFORE_UPDATE | EV_BEFORE_DELETE,
+		"BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW",
+	"Use idemjob.define_contract()."},
+	{"certifications", certifications_cols, K_NCOLS,
+		EV_BEFORE_INSERT | EV_BEFORE_UPDATE | EV_BEFORE_DELETE,
+		"BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW",
+	"Use idemjob.certify_provider() and idemjob.revoke_provider()."},
+	{"spent_keys", spent_keys_cols, S_NCOLS,
+		EV_BEFORE_INSERT | EV_BEFORE_UPDATE,
+		"BEFORE INSERT OR UPDATE FOR EACH ROW",
+	"Spent keys are written by idemjob.purge(); they may only be deleted."},
+};
+
+static TableCache cache[T_NTABLES];
+static bool callbacks_registered = false;
 
 static IjPlan job_exists = {
 	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
 	1, {UUIDOID}, NULL
 };
 
+/* one firing of a guard, after the checks of where it fired */
+typedef struct Guard
+{
+	TriggerData *td;
+	const GuardTable *t;
+	TupleDesc	desc;
+	HeapTuple	row;			/* the new row (INSERT), else the old one */
+	const char *op;				/* "insert", "update", "delete" */
+	AttrNumber	attnums[MAX_GUARD_COLS];
+} Guard;
+
+/*
+ * Cache invalidation
+ */
+static void
+guards_relcache_callback(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < T_NTABLES; i++)
+		if (relid == InvalidOid || cache[i].relid == relid)
+			cache[i].relid = InvalidOid;
+}
+
+static void
+guards_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	guards_relcache_callback(arg, InvalidOid);
+}
+
+/*
+ * Where a guard fired
+ */
+/* the guard function's qualified name, for messages */
+static char *
+func_name(FunctionCallInfo fcinfo)
+{
+	Oid			fn = fcinfo->flinfo->fn_oid;
+
+	return quote_qualified_identifier(get_namespace_name(get_func_namespace(fn)),
+									  get_func_name(fn));
+}
+
 static TriggerData *
 trigger_data(FunctionCallInfo fcinfo)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		elog(ERROR, "idemjob guard called outside a trigger");
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function %s was not called by the trigger manager",
+						func_name(fcinfo))));
 	return (TriggerData *) fcinfo->context;
 }
 
-static Datum
-trigger_result(TriggerData *td)
+static const char *
+describe_firing(TriggerEvent ev)
 {
+	const char *timing;
+	const char *what;
+
+	if (TRIGGER_FIRED_BEFORE(ev))
+		timing = "BEFORE";
+	else if (TRIGGER_FIRED_AFTER(ev))
+		timing = "AFTER";
+	else
+		timing = "INSTEAD OF";
+	if (TRIGGER_FIRED_BY_INSERT(ev))
+		what = "INSERT";
+	else if (TRIGGER_FIRED_BY_UPDATE(ev))
+		what = "UPDATE";
+	else if (TRIGGER_FIRED_BY_DELETE(ev))
+		what = "DELETE";
+	else
+		what = "TRUNCATE";
+	return psprintf("%s %s FOR EACH %s", timing, what,
+					TRIGGER_FIRED_FOR_ROW(ev) ? "ROW" : "STATEMENT");
+}
+
+static void
+wrong_table(FunctionCallInfo fcinfo, TriggerData *td, const char *guarded)
+{
+	Relation	rel = td->tg_relation;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+			 errmsg("trigger function %s guards %s only",
+					func_name(fcinfo), guarded),
+			 errdetail("Trigger \"%s\" fired it on table \"%s\".",
+					   td->tg_trigger->tgname, RelationGetRelationName(rel)),
+			 errhint("Drop trigger \"%s\".", td->tg_trigger->tgname)));
+}
+
+static void
+wrong_firing(FunctionCallInfo fcinfo, TriggerData *td, const char *declared)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+			 errmsg("trigger function %s must be fired %s",
+					func_name(fcinfo), declared),
+			 errdetail("Trigger \"%s\" fired it %s on table \"%s\".",
+					   td->tg_trigger->tgname, describe_firing(td->tg_event),
+					   RelationGetRelationName(td->tg_relation)),
+			 errhint("Re-create the extension's triggers (ALTER EXTENSION idemjob UPDATE, or a re-install).")));
+}
+
+static Oid
+enum_type(const char *name, Oid nsp)
+{
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+						   CStringGetDatum(name), ObjectIdGetDatum(nsp));
+}
+
+/*
+ * Is rel the table of tables[which]?  Compares the cached OID; on a miss,
+ * checks schema and name, then finds every column the guard reads (by
+ * name, with its type) and caches their attribute numbers.
+ */
+static bool
+is_table(Relation rel, GuardTableId which)
+{
+	const GuardTable *t = &tables[which];
+	TupleDesc	desc = RelationGetDescr(rel);
+	Oid			nsp;
+	AttrNumber	attnums[MAX_GUARD_COLS];
+	int			i;
+
+	if (RelationGetRelid(rel) == cache[which].relid)
+		return true;
+
+	if (!callbacks_registered)
+	{
+		CacheRegisterRelcacheCallback(guards_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, guards_syscache_callback, (Datum) 0);
+		callbacks_registered = true;
+	}
+
+	nsp = get_namespace_oid("idemjob", true);
+	if (!OidIsValid(nsp) ||
+		RelationGetNamespace(rel) != nsp ||
+		rel->rd_rel->relkind != RELKIND_RELATION ||
+		strcmp(RelationGetRelationName(rel), t->relname) != 0)
+		return false;
+
+	for (i = 0; i < t->ncols; i++)
+	{
+		const GuardCol *c = &t->cols[i];
+		int			attno = SPI_fnumber(desc, c->name);
+		Oid			type = c->type;
+
+		CHECK_FOR_INTERRUPTS();
+		if (type == JOB_STATE_TYPE)
+			type = enum_type("job_state", nsp);
+		else if (type == ATTEMPT_STATE_TYPE)
+			type = enum_type("attempt_state", nsp);
+		if (attno <= 0 || TupleDescAttr(desc, attno - 1)->atttypid != type)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table idemjob.%s has no column \"%s\" of type %s",
+							t->relname, c->name,
+							OidIsValid(type) ? format_type_be(type) : "(missing)"),
+					 errhint("Update the extension: ALTER EXTENSION idemjob UPDATE.")));
+		attnums[i] = (AttrNumber) attno;
+	}
+	memcpy(cache[which].attnums, attnums, sizeof(attnums));
+	cache[which].relid = RelationGetRelid(rel);
+	return true;
+}
+
+static int
+firing_bit(TriggerEvent ev)
+{
+	int			bit;
+
+	if (!TRIGGER_FIRED_FOR_ROW(ev) || TRIGGER_FIRED_INSTEAD(ev))
+		return 0;
+	if (TRIGGER_FIRED_BY_INSERT(ev))
+		bit = EV_BEFORE_INSERT;
+	else if (TRIGGER_FIRED_BY_UPDATE(ev))
+		bit = EV_BEFORE_UPDATE;
+	else if (TRIGGER_FIRED_BY_DELETE(ev))
+		bit = EV_BEFORE_DELETE;
+	else
+		return 0;
+	return TRIGGER_FIRED_AFTER(ev) ? bit << 3 : bit;
+}
+
+/*
+ * Start a row guard: check the table and the firing, then return false on
+ * the trusted path (the caller returns at once), else fill *g.
+ */
+static bool
+guard_begin(FunctionCallInfo fcinfo, GuardTableId which, Guard *g)
+{
+	TriggerData *td = trigger_data(fcinfo);
+	const GuardTable *t = &tables[which];
+
+	if (!is_table(td->tg_relation, which))
+		wrong_table(fcinfo, td, psprintf("table idemjob.%s", t->relname));
+	if ((firing_bit(td->tg_event) & t->events) == 0)
+		wrong_firing(fcinfo, td, t->declared);
+
+	if (idemjob_trusted_depth > 0)
+		return false;
+
+	g->td = td;
+	g->t = t;
+	g->desc = RelationGetDescr(td->tg_relation);
+	g->row = td->tg_trigtuple;
+	memcpy(g->attnums, cache[which].attnums, sizeof(g->attnums));
+	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
+		g->op = "insert";
+	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+		g->op = "update";
+	else
+		g->op = "delete";
+	return true;
+}
+
+static Datum
+trigger_result(FunctionCallInfo fcinfo)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+
 	if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
 		return PointerGetDatum(td->tg_newtuple);
 	return PointerGetDatum(td->tg_trigtuple);
 }
 
+/*
+ * Reading the row
+ */
 static Datum
-col(TriggerData *td, HeapTuple tuple, const char *name, bool *isnull)
+get(Guard *g, int col, bool *isnull)
 {
-	TupleDesc	desc = RelationGetDescr(td->tg_relation);
-	int			attno = SPI_fnumber(desc, name);
-
-	if (attno <= 0)
-		elog(ERROR, "column \"%s\" not found", name);
-	return heap_getattr(tuple, attno, desc, isnull);
+	return heap_getattr(g->row, g->attnums[col], g->desc, isnull);
 }
+
+static bool
+is_null(Guard *g, int col)
+{
+	bool		isnull;
+
+	(void) get(g, col, &isnull);
+	return isnull;
+}
+
+/* a name or key, quoted and clipped, for a message */
+static char *
+label_text(Guard *g, int col)
+{
+	bool		isnull;
+	Datum		d = get(g, col, &isnull);
+	char	   *s;
+	int			len;
+
+	if (isnull)
+		return "NULL";
+	s = TextDatumGetCString(d);
+	len = strlen(s);
+	if (len > 64)
+		return psprintf("\"%.*s...\"", pg_mbcliplen(s, len, 64), s);
+	return psprintf("\"%s\"", s);
+}
+
+static char *
+label_uuid(Guard *g, int col)
+{
+	bool		isnull;
+	Datum		d = get(g, col, &isnull);
+
+	return isnull ? "(no id)" : ij_uuid_str(d);
+}
+
+/* what the row is, for the message */
+static char *
+row_label(Guard *g)
+{
+	switch (g->t - tables)
+	{
+		case T_JOBS:
+			return psprintf("job %s", label_uuid(g, J_ID));
+		case T_ATTEMPTS:
+			return psprintf("attempt %s", label_uuid(g, A_ID));
+		case T_RACE_LOG:
+			return psprintf("the race-log row of attempt %s",
+							label_uuid(g, R_ATTEMPT_ID));
+		case T_CONTRACTS:
+			return psprintf("the contract of intent %s",
+							label_text(g, C_INTENT));
+		case T_CERTIFICATIONS:
+			return psprintf("the certification of provider %s for intent %s",
+							label_text(g, K_PROVIDER), label_text(g, K_INTENT));
+		case T_SPENT_KEYS:
+			return psprintf("the spent key %s of owner %s",
+							label_text(g, S_KEY), label_text(g, S_OWNER));
+	}
+	return "a row";
+}
+
+static void refuse(Guard *g, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+refuse(Guard *g, const char *fmt,...)
+{
+	StringInfoData detail;
+
+	initStringInfo(&detail);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&detail, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&detail, needed);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+			 errmsg("%s of %s is refused", g->op, row_label(g)),
+			 errdetail_internal("%s", detail.data),
+			 errhint("%s", g->t->hint)));
+}
+
+static const char *
+colname(Guard *g, int col)
+{
+	return g->t->cols[col].name;
+}
+
+/* a column that must be set */
+static Datum
+need(Guard *g, int col)
+{
+	bool		isnull;
+	Datum		d = get(g, col, &isnull);
+
+	if (isnull)
+		refuse(g, "Column \"%s\" is NULL.", colname(g, col));
+	return d;
+}
+
+/* an identifier: 1 to 255 bytes (NULL only where allowed) */
+static void
+check_name(Guard *g, int col, bool nullable)
+{
+	bool		isnull;
+	Datum		d = get(g, col, &isnull);
+	int			len;
+
+	if (isnull)
+	{
+		if (!nullable)
+			refuse(g, "Column \"%s\" is NULL.", colname(g, col));
+		return;
+	}
+	len = VARSIZE_ANY_EXHDR(DatumGetTextPP(d));
+	if (len < 1 || len > IDEMJOB_MAX_NAME_BYTES)
+		refuse(g, "Column \"%s\" is %d bytes long; names are 1 to %d bytes.",
+			   colname(g, col), len, IDEMJOB_MAX_NAME_BYTES);
+}
+
+static void
+check_sha256(Guard *g, int col)
+{
+	int			len = VARSIZE_ANY_EXHDR(DatumGetByteaPP(need(g, col)));
+
+	if (len != SHA256_BYTES)
+		refuse(g, "Column \"%s\" is %d bytes long; a SHA-256 is %d.",
+			   colname(g, col), len, SHA256_BYTES);
+}
+
+static int64
+int8_in_range(Guard *g, int col, int64 min, int64 max)
+{
+	int64		v = DatumGetInt64(need(g, col));
+
+	if (v < min || v > max)
+		refuse(g, "Column \"%s\" is " INT64_FORMAT "; it must lie between " INT64_FORMAT " and " INT64_FORMAT ".",
+			   colname(g, col), v, min, max);
+	return v;
+}
+
+static int32
+int4_in_range(Guard *g, int col, int32 min, int32 max)
+{
+	int32		v = DatumGetInt32(need(g, col));
+
+	if (v < min || v > max)
+		refuse(g, "Column \"%s\" is %d; it must lie between %d and %d.",
+			   colname(g, col), v, min, max);
+	return v;
+}
+
+static char *
+state_label(Guard *g, int col)
+{
+	return DatumGetCString(DirectFunctionCall1(enum_out, need(g, col)));
+}
+
+static bool
+is_one_of(const char *s, const char *const *set)
+{
+	for (; *set; set++)
+		if (strcmp(s, *set) == 0)
+			return true;
+	return false;
+}
+
+static const char *const final_job_states[] = {
+	"succeeded", "failed", "cancelled", NULL
+};
 
 /* the old and the new row hold the same value (NULLs included) */
 static bool
-unchanged(TriggerData *td, const char *name)
+unchanged(Guard *g, int col)
 {
-	TupleDesc	desc = RelationGetDescr(td->tg_relation);
-	int			attno = SPI_fnumber(desc, name);
-	Form_pg_attribute att = TupleDescAttr(desc, attno - 1);
+	AttrNumber	attno = g->attnums[col];
+	Form_pg_attribute att = TupleDescAttr(g->desc, attno - 1);
 	bool		n1,
 				n2;
-	Datum		d1 = heap_getattr(td->tg_trigtuple, attno, desc, &n1);
-	Datum		d2 = heap_getattr(td->tg_newtuple, attno, desc, &n2);
+	Datum		d1 = heap_getattr(g->td->tg_trigtuple, attno, g->desc, &n1);
+	Datum		d2 = heap_getattr(g->td->tg_newtuple, attno, g->desc, &n2);
 
 	if (n1 || n2)
 		return n1 == n2;
 	return datum_image_eq(d1, d2, att->attbyval, att->attlen);
 }
 
-static char *
-state_of(TriggerData *td, HeapTuple tuple)
-{
-	bool		isnull;
-	Datum		d = col(td, tuple, "state", &isnull);
-
-	if (isnull)
-		return "null";
-	return DatumGetCString(DirectFunctionCall1(enum_out, d));
-}
-
-/* completed_by and result are both NULL or both set */
-static bool
-result_and_winner_together(TriggerData *td, HeapTuple tuple)
-{
-	bool		winner_null;
-	bool		result_null;
-
-	col(td, tuple, "completed_by", &winner_null);
-	col(td, tuple, "result", &result_null);
-	return winner_null == result_null;
-}
-
+/* UPDATE of jobs or attempts: no column the extension defines may change */
 static void
-refuse(TriggerData *td, HeapTuple tuple, const char *what, const char *detail)
+check_update(Guard *g)
 {
-	bool		isnull;
-	Datum		id = col(td, tuple, "id", &isnull);
+	int			i;
 
-	ereport(ERROR,
-			(errcode(ERRCODE_IJ_INVALID_TRANSITION),
-			 errmsg("%s %s is refused", what,
-					isnull ? "(no id)" : ij_uuid_str(id)),
-			 errdetail("%s", detail),
-			 errhint("Change jobs and attempts through the idemjob functions.")));
+	for (i = 0; i < g->t->ncols; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!unchanged(g, i))
+			refuse(g, "Column \"%s\" of idemjob.%s is written by the idemjob functions only.",
+				   colname(g, i), g->t->relname);
+	}
 }
 
+/* UPDATE of the other tables */
 static void
-check_identity(TriggerData *td, const char *what, const char *const *cols)
+refuse_update(Guard *g)
 {
-	for (; *cols; cols++)
-		if (!unchanged(td, *cols))
-			refuse(td, td->tg_trigtuple, what,
-				   psprintf("Column \"%s\" is part of the row's identity and cannot change.", *cols));
+	refuse(g, "Rows of idemjob.%s are never updated by raw SQL.",
+		   g->t->relname);
+}
+
+/*
+ * jobs
+ */
+static void
+check_job_insert(Guard *g)
+{
+	char	   *state;
+	bool		final;
+	bool		succeeded;
+	int64		version;
+	int32		attempt_count;
+
+	need(g, J_ID);
+	check_name(g, J_OWNER, false);
+	check_name(g, J_KEY, false);
+	check_name(g, J_INTENT, false);
+	check_name(g, J_PROVIDER, false);
+	need(g, J_PARAMS);
+	need(g, J_CREATED_AT);
+	need(g, J_UPDATED_AT);
+	need(g, J_PRIORITY);
+	need(g, J_RUN_AT);
+
+	state = state_label(g, J_STATE);
+	final = is_one_of(state, final_job_states);
+	succeeded = strcmp(state, "succeeded") == 0;
+
+	version = int8_in_range(g, J_VERSION, 0, PG_INT64_MAX - 1);
+	attempt_count = int4_in_range(g, J_ATTEMPT_COUNT, 0, PG_INT32_MAX - 1);
+	if (!is_null(g, J_MAX_ATTEMPTS))
+		int4_in_range(g, J_MAX_ATTEMPTS, 1, PG_INT32_MAX);
+
+	if (final != !is_null(g, J_COMPLETED_AT))
+		refuse(g, final ? "The job is %s, a final state, but has no completed_at."
+			   : "The job is %s, not final, but has a completed_at.", state);
+	if (final && version < 1)
+		refuse(g, "The job is %s at version 0; ending a job moves its version.", state);
+	if (succeeded != !is_null(g, J_COMPLETED_BY) ||
+		succeeded != !is_null(g, J_RESULT))
+		refuse(g, succeeded ? "The job is succeeded but lacks its result or its winner (completed_by)."
+			   : "The job is %s; only a succeeded job has a result and a winner (completed_by).",
+			   state);
+	if (!is_null(g, J_ERROR) && strcmp(state, "failed") != 0)
+		refuse(g, "The job is %s; only a failed job has an error.", state);
+	if (attempt_count == 0 && strcmp(state, "pending") != 0 &&
+		strcmp(state, "cancelled") != 0)
+		refuse(g, "The job is %s with no attempt.", state);
 }
 
 Datum
 idemjob_jobs_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *td = trigger_data(fcinfo);
-	static const char *const identity[] = {
-		"id", "owner_id", "idempotency_key", "intent", "params", "provider",
-		"created_at", NULL
-	};
+	Guard		g;
 
-	if (idemjob_trusted_depth > 0)
-		return trigger_result(td);
+	if (!guard_begin(fcinfo, T_JOBS, &g))
+		return trigger_result(fcinfo);
 
-	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
+	if (TRIGGER_FIRED_BY_INSERT(g.td->tg_event))
+		check_job_insert(&g);
+	else if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
+		check_update(&g);
+	else
 	{
-		HeapTuple	t = td->tg_trigtuple;
-		bool		isnull;
+		char	   *state = state_label(&g, J_STATE);
 
-		if (strcmp(state_of(td, t), "pending") != 0 ||
-			DatumGetInt64(col(td, t, "version", &isnull)) != 0 ||
-			DatumGetInt32(col(td, t, "attempt_count", &isnull)) != 0 ||
-			(col(td, t, "completed_by", &isnull), !isnull) ||
-			(col(td, t, "result", &isnull), !isnull) ||
-			(col(td, t, "completed_at", &isnull), !isnull))
-			refuse(td, t, "insert of job",
-				   "A job must be inserted pending, at version 0, with no attempts and no result; use idemjob.submit().");
+		if (!is_one_of(state, final_job_states))
+			refuse(&g, "The job is %s; only a succeeded, failed or cancelled job can be deleted.",
+				   state);
 	}
-	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
-	{
-		char	   *old_state = state_of(td, td->tg_trigtuple);
-		char	   *new_state = state_of(td, td->tg_newtuple);
-		bool		isnull;
-		int64		old_version;
-		int64		new_version;
-
-		check_identity(td, "update of job", identity);
-
-		old_version = DatumGetInt64(col(td, td->tg_trigtuple, "version", &isnull));
-		new_version = DatumGetInt64(col(td, td->tg_newtuple, "version", &isnull));
-		if (new_version < old_version)
-			refuse(td, td->tg_trigtuple, "update of job",
-				   psprintf("Its version would go back from " INT64_FORMAT " to " INT64_FORMAT ".",
-							old_version, new_version));
-
-		if (ij_job_final(old_state) && strcmp(old_state, new_state) != 0)
-			refuse(td, td->tg_trigtuple, "update of job",
-				   psprintf("The job is %s, a final state; it cannot become %s.",
-							old_state, new_state));
-
-		col(td, td->tg_trigtuple, "completed_by", &isnull);
-		if (!isnull && (!unchanged(td, "completed_by") || !unchanged(td, "result")))
-			refuse(td, td->tg_trigtuple, "update of job",
-				   "Its result was written by a winning attempt and cannot be rewritten.");
-		if (!result_and_winner_together(td, td->tg_newtuple))
-			refuse(td, td->tg_trigtuple, "update of job",
-				   "A result and the attempt that won it (completed_by) are written together.");
-		if (DatumGetInt32(col(td, td->tg_newtuple, "attempt_count", &isnull)) <
-			DatumGetInt32(col(td, td->tg_trigtuple, "attempt_count", &isnull)))
-			refuse(td, td->tg_trigtuple, "update of job",
-				   "Its attempt count cannot go back.");
-	}
-	else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
-	{
-		char	   *state = state_of(td, td->tg_trigtuple);
-
-		if (!ij_job_final(state))
-			refuse(td, td->tg_trigtuple, "delete of job",
-				   psprintf("The job is %s; only a succeeded, failed or cancelled job can be deleted.",
-							state));
-	}
-
-	return trigger_result(td);
+	return trigger_result(fcinfo);
 }
 
-/* the state machine of attempts: may an attempt go from -> to? */
-static bool
-attempt_transition_ok(const char *from, const char *to)
+/*
+ * attempts
+ */
+static void
+check_attempt_insert(Guard *g)
 {
-	if (strcmp(from, to) == 0)
-		return true;
-	if (strcmp(from, "started") == 0)
-		return strcmp(to, "started") != 0;
-	if (strcmp(from, "unknown") == 0 || strcmp(from, "cancelled") == 0)
-		return strcmp(to, "succeeded") == 0 ||
-			strcmp(to, "superseded") == 0 ||
-			strcmp(to, "failed") == 0 ||
-			(strcmp(from, "unknown") == 0 && strcmp(to, "cancelled") == 0);
-	return false;				/* succeeded, superseded, failed are final */
+	static const char *const ended[] = {
+		"succeeded", "superseded", "failed", "cancelled", NULL
+	};
+	static const char *const returned[] = {"superseded", "failed", NULL};
+	char	   *state;
+
+	need(g, A_ID);
+	need(g, A_JOB_ID);
+	check_name(g, A_OWNER, false);
+	check_name(g, A_PROVIDER, false);
+	check_name(g, A_WORKER, true);
+	need(g, A_STARTED_AT);
+	int4_in_range(g, A_ATTEMPT_NO, 1, PG_INT32_MAX);
+	int8_in_range(g, A_READ_VERSION, 0, PG_INT64_MAX - 1);
+
+	state = state_label(g, A_STATE);
+	if (is_one_of(state, ended) == is_null(g, A_FINISHED_AT))
+		refuse(g, is_null(g, A_FINISHED_AT)
+			   ? "The attempt is %s, an end state, but has no finished_at."
+			   : "The attempt is %s, not ended, but has a finished_at.", state);
+	if (strcmp(state, "started") == 0 && !is_null(g, A_UNKNOWN_AT))
+		refuse(g, "The attempt is started but has an unknown_at: it never went unknown.");
+	if (!is_null(g, A_RESULT_SHA256))
+	{
+		if (!is_one_of(state, returned))
+			refuse(g, "The attempt is %s; only a superseded or rejected (failed) attempt keeps a result fingerprint.", state);
+		check_sha256(g, A_RESULT_SHA256);
+	}
+	else if (strcmp(state, "superseded") == 0)
+		refuse(g, "The attempt is superseded but has no result fingerprint (result_sha256).");
+	if (!is_null(g, A_DROPPED_RESULT) && !is_one_of(state, returned))
+		refuse(g, "The attempt is %s; only a superseded or rejected (failed) attempt keeps a dropped result.", state);
 }
 
 Datum
 idemjob_attempts_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *td = trigger_data(fcinfo);
-	static const char *const identity[] = {
-		"id", "job_id", "owner_id", "attempt_no", "provider", "read_version",
-		"worker", "started_at", NULL
-	};
+	Guard		g;
 
-	if (idemjob_trusted_depth > 0)
-		return trigger_result(td);
+	if (!guard_begin(fcinfo, T_ATTEMPTS, &g))
+		return trigger_result(fcinfo);
 
-	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
-		refuse(td, td->tg_trigtuple, "insert of attempt",
-			   "Attempts are numbered, versioned and checked for certification by idemjob.start_attempt().");
-	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+	if (TRIGGER_FIRED_BY_INSERT(g.td->tg_event))
+		check_attempt_insert(&g);
+	else if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
+		check_update(&g);
+	else
 	{
-		char	   *from = state_of(td, td->tg_trigtuple);
-		char	   *to = state_of(td, td->tg_newtuple);
-		bool		isnull;
-
-		check_identity(td, "update of attempt", identity);
-		if (!attempt_transition_ok(from, to))
-			refuse(td, td->tg_trigtuple, "update of attempt",
-				   psprintf("An attempt cannot go from %s to %s.", from, to));
-		col(td, td->tg_trigtuple, "result_sha256", &isnull);
-		if (!isnull && !unchanged(td, "result_sha256"))
-			refuse(td, td->tg_trigtuple, "update of attempt",
-				   "The fingerprint of its result cannot be rewritten.");
-
-		/* keep the job's derived state in step, as the functions do */
-		if (strcmp(from, to) != 0)
-		{
-			Datum		job_id = col(td, td->tg_trigtuple, "job_id", &isnull);
-
-			ij_connect();
-			if (strcmp(to, "unknown") == 0)
-				ij_job_in_doubt(job_id);
-			else if (ij_in_doubt(from))
-				ij_release_job(job_id);
-			ij_finish();
-		}
-	}
-	else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
-	{
-		bool		isnull;
-		Datum		job_id = col(td, td->tg_trigtuple, "job_id", &isnull);
+		Datum		job_id = need(&g, A_JOB_ID);
 		int			n;
 
 		/* a cascade from its job's delete finds the job gone */
@@ -289,25 +850,204 @@ idemjob_attempts_guard(PG_FUNCTION_ARGS)
 		n = ij_exec(&job_exists, &job_id, NULL);
 		ij_finish();
 		if (n > 0)
-			refuse(td, td->tg_trigtuple, "delete of attempt",
-				   "An attempt is deleted only with its job, once the job is final.");
+			refuse(&g, "An attempt is deleted only with its job, once the job is final.");
 	}
+	return trigger_result(fcinfo);
+}
 
-	return trigger_result(td);
+/*
+ * race_log
+ */
+Datum
+idemjob_race_log_guard(PG_FUNCTION_ARGS)
+{
+	Guard		g;
+	char	   *reason;
+	int64		expected;
+	int64		found;
+
+	if (!guard_begin(fcinfo, T_RACE_LOG, &g))
+		return trigger_result(fcinfo);
+	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
+		refuse_update(&g);
+
+	need(&g, R_LOGGED_AT);
+	need(&g, R_JOB_ID);
+	check_name(&g, R_OWNER, false);
+	check_name(&g, R_PROVIDER, false);
+	reason = TextDatumGetCString(need(&g, R_REASON));
+	if (strcmp(reason, "slot_taken") == 0)
+	{
+		if (is_null(&g, R_WINNER))
+			refuse(&g, "Reason slot_taken names the winner (winner_attempt_id).");
+		if (!DatumGetBool(DirectFunctionCall2(uuid_ne, need(&g, R_WINNER),
+											  need(&g, R_ATTEMPT_ID))))
+			refuse(&g, "The loser (attempt_id) cannot be the winner.");
+	}
+	else if (strcmp(reason, "version_moved") == 0)
+	{
+		if (!is_null(&g, R_WINNER) || !is_null(&g, R_LATE_BY))
+			refuse(&g, "Reason version_moved has no winner_attempt_id and no late_by.");
+	}
+	else
+		refuse(&g, "Reason \"%s\" is not slot_taken or version_moved.",
+			   reason);
+	need(&g, R_ATTEMPT_ID);
+	expected = int8_in_range(&g, R_EXPECTED, 0, PG_INT64_MAX - 1);
+	found = int8_in_range(&g, R_FOUND, 0, PG_INT64_MAX);
+	if (found <= expected)
+		refuse(&g, "A late result lost to a version that moved past the one it read: found_version " INT64_FORMAT " is not past expected_version " INT64_FORMAT ".",
+			   found, expected);
+	check_sha256(&g, R_SHA256);
+	int4_in_range(&g, R_BYTES, 1, PG_INT32_MAX);
+
+	return trigger_result(fcinfo);
+}
+
+/*
+ * contracts
+ */
+
+/* the schema compiles as define_contract() requires; else IJ005 */
+static void
+check_schema(Guard *g, Jsonb *schema)
+{
+	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext,
+											  "idemjob schema check",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(tmp);
+
+	PG_TRY();
+	{
+		(void) ij_schema_compile(schema);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		/* cancels, out-of-memory and the like go up as they are */
+		if (edata->sqlerrcode != ERRCODE_INVALID_PARAMETER_VALUE)
+			PG_RE_THROW();
+		FlushErrorState();
+		refuse(g, "Its output_schema is one idemjob.define_contract() refuses: %s.",
+			   edata->message);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(tmp);
 }
 
 Datum
+idemjob_contracts_guard(PG_FUNCTION_ARGS)
+{
+	Guard		g;
+
+	if (!guard_begin(fcinfo, T_CONTRACTS, &g))
+		return trigger_result(fcinfo);
+	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
+		refuse_update(&g);
+	if (TRIGGER_FIRED_BY_DELETE(g.td->tg_event))
+		refuse(&g, "A contract is replaced by a new version, never removed: its certifications and the results it checks depend on it.");
+
+	check_name(&g, C_INTENT, false);
+	int4_in_range(&g, C_VERSION, 1, PG_INT32_MAX - 1);
+	need(&g, C_UPDATED_AT);
+	check_schema(&g, DatumGetJsonbP(need(&g, C_SCHEMA)));
+
+	return trigger_result(fcinfo);
+}
+
+/*
+ * certifications
+ */
+Datum
+idemjob_certifications_guard(PG_FUNCTION_ARGS)
+{
+	Guard		g;
+
+	if (!guard_begin(fcinfo, T_CERTIFICATIONS, &g))
+		return trigger_result(fcinfo);
+	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
+		refuse_update(&g);
+	if (TRIGGER_FIRED_BY_DELETE(g.td->tg_event))
+		refuse(&g, "A certification is revoked, keeping its history, not deleted.");
+
+	check_name(&g, K_INTENT, false);
+	check_name(&g, K_PROVIDER, false);
+	int4_in_range(&g, K_CONTRACT_VERSION, 1, PG_INT32_MAX - 1);
+	need(&g, K_CERTIFIED_AT);
+	if (is_null(&g, K_REVOKED_AT) != is_null(&g, K_REVOKE_REASON))
+		refuse(&g, "A revoked certification has both revoked_at and revoke_reason; one in force has neither.");
+
+	return trigger_result(fcinfo);
+}
+
+/*
+ * spent_keys
+ */
+Datum
+idemjob_spent_keys_guard(PG_FUNCTION_ARGS)
+{
+	Guard		g;
+	char	   *state;
+
+	if (!guard_begin(fcinfo, T_SPENT_KEYS, &g))
+		return trigger_result(fcinfo);
+	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
+		refuse_update(&g);
+
+	check_name(&g, S_OWNER, false);
+	check_name(&g, S_KEY, false);
+	check_sha256(&g, S_SHA256);
+	need(&g, S_JOB_ID);
+	need(&g, S_COMPLETED_AT);
+	need(&g, S_PURGED_AT);
+	state = state_label(&g, S_FINAL_STATE);
+	if (!is_one_of(state, final_job_states))
+		refuse(&g, "Column \"final_state\" is %s; only a final job is purged.", state);
+
+	return trigger_result(fcinfo);
+}
+
+/*
+ * Statement trigger BEFORE TRUNCATE on jobs, attempts, contracts and
+ * certifications.
+ */
+Datum
 idemjob_truncate_guard(PG_FUNCTION_ARGS)
 {
+	static const struct
+	{
+		GuardTableId which;
+		const char *detail;
+	}			guarded[] = {
+		{T_JOBS, "It would delete jobs that are not final."},
+		{T_ATTEMPTS, "It would delete attempts whose jobs remain."},
+		{T_CONTRACTS, "It would remove output contracts; a contract is replaced by a new version, never removed."},
+		{T_CERTIFICATIONS, "It would delete certifications; a certification is revoked, not deleted."},
+	};
 	TriggerData *td = trigger_data(fcinfo);
+	Relation	rel = td->tg_relation;
+	int			i;
+
+	for (i = 0; i < (int) lengthof(guarded); i++)
+		if (is_table(rel, guarded[i].which))
+			break;
+	if (i == (int) lengthof(guarded))
+		wrong_table(fcinfo, td, "tables idemjob.jobs, attempts, contracts and certifications");
+	if (!TRIGGER_FIRED_BY_TRUNCATE(td->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(td->tg_event))
+		wrong_firing(fcinfo, td, "BEFORE TRUNCATE FOR EACH STATEMENT");
 
 	if (idemjob_trusted_depth == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_INVALID_TRANSITION),
-				 errmsg("truncate of %s is refused",
-						RelationGetRelationName(td->tg_relation)),
-				 errdetail("It would delete jobs that are not final."),
-				 errhint("Delete final jobs with DELETE, or drop the extension.")));
+				 errmsg("truncate of idemjob.%s is refused",
+						RelationGetRelationName(rel)),
+				 errdetail("%s", guarded[i].detail),
+				 errhint("%s", tables[guarded[i].which].hint)));
 	return PointerGetDatum(NULL);
 }
 
@@ -320,6 +1060,11 @@ Datum
 idemjob_contracts_changed(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = trigger_data(fcinfo);
+
+	if (!is_table(td->tg_relation, T_CONTRACTS))
+		wrong_table(fcinfo, td, "table idemjob.contracts");
+	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event))
+		wrong_firing(fcinfo, td, "AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE FOR EACH STATEMENT");
 
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
 	return PointerGetDatum(NULL);

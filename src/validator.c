@@ -30,6 +30,26 @@
  * the value's depth.  All recursive functions call check_stack_depth(), so
  * a 10,000-level value or schema gives an answer or a clean error.
  *
+ * Bounded work.  A schema whose evaluation could multiply is refused
+ * (22023): counting, with every $ref expanded, the subschema evaluations
+ * one value can trigger (ij_check_expansion), no subschema may exceed 10 per
+ * subschema the schema compiles to, nor less than 100,000; a $defs chain
+ * where each link names the next twice is refused at its 16th link.  And
+ * validation never decides the same subschema for the same value twice: a
+ * subschema reached by more than one edge (two $refs to one definition, a
+ * recursion back to the root) goes through a per-validation memo keyed by
+ * (subschema, position in the value).  So even a recursion through the
+ * value that doubles per level, which no static count catches, costs at
+ * most a small multiple of subschemas times values.  Every loop and every
+ * recursion, at compile and validation time, checks for interrupts, and so
+ * do the sorts (an interruptible sort_template) and the pieces of work
+ * that could otherwise run long in one go (multipleOf on long numbers is
+ * taken in steps); a cancel or statement_timeout raises 57014 wherever it
+ * lands, in the regex engine too (REG_CANCEL is never reported as a bad
+ * pattern or a failed match).  A schema that fails to compile, or whose
+ * compilation is cancelled, frees everything at once: it is compiled in a
+ * memory context of its own, deleted on error.
+ *
  * Validation (ij_schema_validate) never looks at the schema jsonb again:
  * it walks the value's containers (JsonbIteratorNext with skipNested,
  * getKeyJsonValueFromContainer for required and dependent properties),
@@ -37,10 +57,17 @@
  * counts string length in characters, and decides JSON equality (enum,
  * const, uniqueItems) with numeric comparison for scalars and
  * compareJsonbContainers for arrays and objects, under which 1 and 1.0 are
- * equal.  uniqueItems sorts the items (O(n log n)) and compares
- * neighbours.  It stops at the first violation found, in a fixed keyword
- * order and in the value's own (jsonb) member order, so the violation
- * reported for a given schema and value is always the same.  Subschemas
+ * equal.  uniqueItems hashes every item once (a hash under which equal
+ * values collide: numbers by value; a container from its members' hashes,
+ * kept for containers of containers so that nested levels are not hashed
+ * again), sorts by hash and compares only equal hashes in full; it reports
+ * the first item that repeats an earlier one.  Simple patterns (anchors,
+ * ASCII literals and classes, ".", \d \w \s, greedy quantifiers; see
+ * IjFastRe) run as a bit-parallel NFA over the string, without the regex
+ * engine and with the same answers.  Validation stops at the first
+ * violation found, in a fixed keyword order and in the value's own (jsonb)
+ * member order, so the violation reported for a given schema and value is
+ * always the same.  Subschemas
  * that only decide (anyOf, oneOf, not, if, contains) run "quiet": a failure
  * there builds no message.  Everything validation allocates lives in a
  * short-lived memory context deleted before returning; only the violation
@@ -65,6 +92,7 @@
 
 #include "access/detoast.h"
 #include "catalog/pg_collation.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -72,6 +100,7 @@
 #include "regex/regex.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -111,9 +140,34 @@ typedef struct IjNamed
 	IjNode	   *schema;			/* for maps of schemas, else NULL */
 } IjNamed;
 
+/*
+ * A pattern simple enough to match without the regex engine: an optional
+ * "^", a sequence of single-character atoms (ASCII literals, escaped
+ * punctuation, ".", \d, \w, \s, or a bracket expression of those and
+ * ASCII ranges, not negated), each with an optional greedy quantifier (?,
+ * *, +, {n}, {n,}, {n,m}), and an optional "$".  Expanded to at most
+ * IJ_FAST_MAX atoms that match exactly once, at most once or any number of
+ * times, it runs as a bit-parallel NFA over the string's characters: linear
+ * in the string, no allocation, and the same answer as the engine (which
+ * still compiles every pattern, so errors stay the same).
+ */
+#define IJ_FAST_MAX		63
+
+typedef struct IjFastRe
+{
+	int			natoms;
+	bool		bol;			/* anchored at the start */
+	bool		eol;			/* anchored at the end */
+	uint64		eps[IJ_FAST_MAX + 1];	/* state i and what it skips to */
+	uint64		target[IJ_FAST_MAX];	/* states after atom i matched */
+	uint64		ascii[128];		/* atoms that match this ASCII character */
+	uint64		other;			/* atoms that match any other character */
+} IjFastRe;
+
 typedef struct IjRegex
 {
 	regex_t		re;
+	IjFastRe   *fast;			/* NULL: use the regex engine */
 	char	   *src;			/* NUL-terminated, for messages */
 	IjNode	   *schema;			/* patternProperties: the subschema */
 } IjRegex;
@@ -206,11 +260,32 @@ struct IjNode
 
 	/* compile-time cycle search */
 	uint8		dfs;
+
+	/* compile-time expansion bound (ij_expansion) */
+	uint8		xmark;			/* for xall */
+	uint8		xdmark;			/* for xdown */
+	int64		xin;			/* evaluations at one value, $refs expanded */
+	int64		xdown;			/* ... at one member, item or name of it */
+	int64		xall;			/* ... at any one value, this one or below */
+
+	/* evaluation edges into the node (after ij_collapse), for memo */
+	int			indegree;
+	bool		reached;
+	bool		memo;			/* validate through the memo table */
 };
 
 #define IJ_DFS_NEW		0
 #define IJ_DFS_ACTIVE	1
 #define IJ_DFS_DONE		2
+
+/*
+ * The expansion bound.  Counting each subschema evaluation that one value
+ * can trigger, $refs expanded (as if nothing were memoized), no subschema
+ * may exceed IJ_EXPAND_PER_NODE times the number of subschemas the schema
+ * compiles to, and never less than IJ_EXPAND_MIN.
+ */
+#define IJ_EXPAND_MIN		INT64CONST(100000)
+#define IJ_EXPAND_PER_NODE	10
 
 /* a list of the regular expressions to free with the compiled form */
 typedef struct IjRegexCell
@@ -221,10 +296,12 @@ typedef struct IjRegexCell
 
 struct IjSchema
 {
+	MemoryContext cxt;			/* everything below lives here */
 	Jsonb	   *doc;			/* private copy of the schema */
 	IjNode	   *root;
 	IjRegexCell *regexes;
 	MemoryContextCallback free_regexes;
+	bool		any_memo;		/* some node has memo set */
 };
 
 /* compile-time state */
@@ -237,7 +314,80 @@ typedef struct IjCompile
 	int			nlazy;			/* subschemas compiled for a $ref */
 	int			maxlazy;
 	IjNode	  **lazy;
+	HTAB	   *lazy_by_path;	/* lazy_path -> node */
+	int64		nnodes;			/* subschemas compiled */
+	int64		expand_max;		/* the expansion bound */
 } IjCompile;
+
+/*
+ * The memo: which (subschema, value) pairs were decided already during one
+ * validation.  Only nodes with memo set (reached by more than one
+ * evaluation edge, see ij_mark_memo) go through it.  A value is known by
+ * where it sits in the value being validated (its container, string or
+ * numeric pointer, and length); bool and null by their value.  Two values
+ * with the same key are equal, so they get the same answer.
+ */
+typedef struct IjMemoKey
+{
+	IjNode	   *node;
+	const void *ptr;
+	uint32		len;
+	uint32		type;
+} IjMemoKey;
+
+typedef struct IjMemoEntry
+{
+	IjMemoKey	key;
+	char		status;			/* for simplehash */
+	bool		ok;
+} IjMemoEntry;
+
+static inline uint32
+ij_memo_hash_key(const IjMemoKey *k)
+{
+	uint64		h;
+
+	h = (uint64) (uintptr_t) k->node * UINT64CONST(0x9E3779B97F4A7C15);
+	h ^= (uint64) (uintptr_t) k->ptr + UINT64CONST(0x632BE59BD9B4E019) + (h << 6) + (h >> 2);
+	h ^= ((uint64) k->len << 3) ^ k->type;
+	return murmurhash32((uint32) (h ^ (h >> 32)));
+}
+
+#define SH_PREFIX		ij_memo
+#define SH_ELEMENT_TYPE IjMemoEntry
+#define SH_KEY_TYPE		IjMemoKey
+#define SH_KEY			key
+#define SH_HASH_KEY(tb, k)	ij_memo_hash_key(&(k))
+#define SH_EQUAL(tb, a, b)	((a).node == (b).node && (a).ptr == (b).ptr && \
+							 (a).len == (b).len && (a).type == (b).type)
+#define SH_SCOPE		static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
+
+/*
+ * uniqueItems hashes containers bottom-up; the hash of a container that
+ * holds containers is kept for the rest of the validation, so a value
+ * checked at every level of a recursive schema is hashed once, not once
+ * per level.
+ */
+typedef struct IjHashEntry
+{
+	const JsonbContainer *key;
+	char		status;			/* for simplehash */
+	uint64		hash;
+} IjHashEntry;
+
+#define SH_PREFIX		ij_hcache
+#define SH_ELEMENT_TYPE IjHashEntry
+#define SH_KEY_TYPE		const JsonbContainer *
+#define SH_KEY			key
+#define SH_HASH_KEY(tb, k)	murmurhash32((uint32) ((uintptr_t) (k) ^ ((uint64) (uintptr_t) (k) >> 32)))
+#define SH_EQUAL(tb, a, b)	((a) == (b))
+#define SH_SCOPE		static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
 
 /* one step of the instance path */
 typedef struct IjPathSeg
@@ -255,6 +405,10 @@ typedef struct IjValidate
 	int			maxdepth;
 	IjPathSeg  *path;
 	Numeric		zero;
+	ij_memo_hash *memo;			/* created on first use */
+	ij_hcache_hash *hcache;		/* created on first use */
+	Numeric		big;			/* 1e1000 and -1e1000, on first use */
+	Numeric		minus_big;
 	/* the violation */
 	const char *err_keyword;
 	char	   *err_path;
@@ -387,8 +541,8 @@ PG_FUNCTION_INFO_V1(idemjob_validate);
 static IjNode *ij_compile_node(IjCompile *cc, JsonbValue *v, IjNode *parent,
 							   const char *kw, const char *key, int keylen,
 							   int index, bool is_root);
-static bool ij_check(IjValidate *vx, IjNode *s, JsonbValue *v,
-					 const char *via);
+static inline bool ij_check(IjValidate *vx, IjNode *s, JsonbValue *v,
+							const char *via);
 
 
 /* ----------------------------------------------------------------
@@ -445,10 +599,9 @@ ij_numcmp(Numeric a, Numeric b)
 static bool
 ij_is_integral(Numeric n)
 {
-	Datum		t = DirectFunctionCall2(numeric_trunc, NumericGetDatum(n),
-										Int32GetDatum(0));
-
-	return DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(n), t));
+	/* the smallest scale that shows it exactly: no allocation */
+	return DatumGetInt32(DirectFunctionCall1(numeric_min_scale,
+											 NumericGetDatum(n))) == 0;
 }
 
 static bool
@@ -487,6 +640,14 @@ ij_named_cmp(const void *a, const void *b)
 	return ij_key_cmp(na->name, na->len, nb->name, nb->len);
 }
 
+/* the same for qsort, which may run long: interruptible */
+static int
+ij_named_sort_cmp(const void *a, const void *b)
+{
+	CHECK_FOR_INTERRUPTS();
+	return ij_named_cmp(a, b);
+}
+
 static IjNamed *
 ij_named_find(IjNamed *arr, int n, const char *name, int len)
 {
@@ -511,6 +672,7 @@ ij_elements(JsonbContainer *c, int *n)
 
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (tok == WJB_ELEM)
 			out[i++] = v;
 	}
@@ -561,6 +723,7 @@ ij_append_node_path(StringInfo buf, IjNode *node)
 
 	for (i = 0; i < depth; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		n = chain[i];
 		if (n->parent == NULL)
 		{
@@ -628,6 +791,339 @@ ij_free_regexes(void *arg)
 	schema->regexes = NULL;
 }
 
+/* a single-character atom while parsing a simple pattern */
+typedef struct IjFastAtom
+{
+	uint64		set[2];			/* ASCII characters matched */
+	bool		other;			/* matches non-ASCII characters too */
+	int			min;
+	int			max;			/* -1: no limit */
+} IjFastAtom;
+
+static inline void
+ij_fast_add(IjFastAtom *a, int c)
+{
+	a->set[c >> 6] |= UINT64CONST(1) << (c & 63);
+}
+
+static void
+ij_fast_add_range(IjFastAtom *a, int lo, int hi)
+{
+	int			c;
+
+	for (c = lo; c <= hi; c++)
+		ij_fast_add(a, c);
+}
+
+/* \d, \w, \s as the engine has them under the C collation: ASCII only */
+static bool
+ij_fast_class_escape(IjFastAtom *a, char e)
+{
+	switch (e)
+	{
+		case 'd':
+			ij_fast_add_range(a, '0', '9');
+			return true;
+		case 'w':
+			ij_fast_add_range(a, '0', '9');
+			ij_fast_add_range(a, 'A', 'Z');
+			ij_fast_add_range(a, 'a', 'z');
+			ij_fast_add(a, '_');
+			return true;
+		case 's':
+			ij_fast_add(a, ' ');
+			ij_fast_add_range(a, '\t', '\r');	/* \t \n \v \f \r */
+			return true;
+		default:
+			return false;
+	}
+}
+
+static inline bool
+ij_fast_punct(char c)
+{
+	return c > 0x20 && c < 0x7f &&
+		!(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') &&
+		!(c >= 'a' && c <= 'z');
+}
+
+/* a bracket expression at src[*p] == '['; false if not a simple one */
+static bool
+ij_fast_bracket(const char *src, int len, int *p, IjFastAtom *a)
+{
+	int			i = *p + 1;
+	bool		first = true;
+
+	if (i < len && src[i] == '^')
+		return false;			/* negated: matches non-ASCII, leave it */
+	while (i < len)
+	{
+		char		c = src[i];
+		int			lo;
+
+		if (c == ']' && !first)
+		{
+			*p = i + 1;
+			return true;
+		}
+		first = false;
+		if (c == '[' || c == ']' || c < 0x20 || c > 0x7e)
+			return false;
+		if (c == '\\')
+		{
+			if (i + 1 >= len)
+				return false;
+			if (ij_fast_class_escape(a, src[i + 1]))
+			{
+				i += 2;
+				if (i + 1 < len && src[i] == '-' && src[i + 1] != ']')
+					return false;	/* a range from a class */
+				continue;
+			}
+			if (!ij_fast_punct(src[i + 1]))
+				return false;
+			lo = (unsigned char) src[i + 1];
+			i += 2;
+		}
+		else
+		{
+			lo = (unsigned char) c;
+			i++;
+		}
+		/* a range lo-hi (a "-" before "]" is itself) */
+		if (i + 1 < len && src[i] == '-' && src[i + 1] != ']')
+		{
+			int			hi = (unsigned char) src[i + 1];
+
+			if (lo == '-')
+				return false;
+
+			if (hi == '\\' || hi == '[' || hi < 0x20 || hi > 0x7e || hi < lo)
+				return false;
+			ij_fast_add_range(a, lo, hi);
+			i += 2;
+		}
+		else
+			ij_fast_add(a, lo);
+	}
+	return false;
+}
+
+/* parse {n}, {n,}, {n,m} at src[*p] == '{' */
+static bool
+ij_fast_bound(const char *src, int len, int *p, int *min, int *max)
+{
+	int			i = *p + 1;
+	int			n = 0;
+	int			m;
+	int			digits = 0;
+
+	while (i < len && src[i] >= '0' && src[i] <= '9' && digits < 4)
+	{
+		n = n * 10 + (src[i++] - '0');
+		digits++;
+	}
+	if (digits == 0 || digits == 4 || i >= len)
+		return false;
+	m = n;
+	if (src[i] == ',')
+	{
+		i++;
+		m = -1;
+		digits = 0;
+		if (i < len && src[i] >= '0' && src[i] <= '9')
+		{
+			m = 0;
+			while (i < len && src[i] >= '0' && src[i] <= '9' && digits < 4)
+			{
+				m = m * 10 + (src[i++] - '0');
+				digits++;
+			}
+			if (digits == 4)
+				return false;
+		}
+	}
+	if (i >= len || src[i] != '}' || n > 255 || m > 255 || (m >= 0 && m < n))
+		return false;
+	*p = i + 1;
+	*min = n;
+	*max = m;
+	return true;
+}
+
+/* a matcher for a simple pattern, or NULL */
+static IjFastRe *
+ij_fast_compile(const char *src, int len)
+{
+	IjFastAtom	atoms[IJ_FAST_MAX + 1];
+	int			natoms = 0;
+	int			nexp = 0;
+	bool		bol = false;
+	bool		eol = false;
+	int			p = 0;
+	int			i;
+	int			k;
+	IjFastRe   *f;
+
+	if (p < len && src[p] == '^')
+	{
+		bol = true;
+		p++;
+	}
+	while (p < len)
+	{
+		IjFastAtom *a;
+		char		c = src[p];
+
+		if (c == '$' && p == len - 1)
+		{
+			eol = true;
+			break;
+		}
+		if (natoms > IJ_FAST_MAX)
+			return NULL;
+		a = &atoms[natoms];
+		memset(a, 0, sizeof(IjFastAtom));
+		a->min = a->max = 1;
+		if (c == '[')
+		{
+			if (!ij_fast_bracket(src, len, &p, a))
+				return NULL;
+		}
+		else if (c == '\\')
+		{
+			if (p + 1 >= len)
+				return NULL;
+			if (!ij_fast_class_escape(a, src[p + 1]))
+			{
+				if (!ij_fast_punct(src[p + 1]))
+					return NULL;
+				ij_fast_add(a, (unsigned char) src[p + 1]);
+			}
+			p += 2;
+		}
+		else if (c == '.')
+		{
+			a->set[0] = a->set[1] = ~UINT64CONST(0);
+			a->other = true;
+			p++;
+		}
+		else if (c < 0x20 || c > 0x7e || strchr("^$|()*+?{}[]", c) != NULL)
+			return NULL;
+		else
+		{
+			ij_fast_add(a, (unsigned char) c);
+			p++;
+		}
+
+		/* one greedy quantifier at most */
+		if (p < len)
+		{
+			if (src[p] == '?')
+				a->min = 0, a->max = 1, p++;
+			else if (src[p] == '*')
+				a->min = 0, a->max = -1, p++;
+			else if (src[p] == '+')
+				a->min = 1, a->max = -1, p++;
+			else if (src[p] == '{' && !ij_fast_bound(src, len, &p, &a->min, &a->max))
+				return NULL;
+			if (p < len && (src[p] == '?' || src[p] == '*' ||
+							src[p] == '+' || src[p] == '{'))
+				return NULL;
+		}
+		nexp += a->min + (a->max < 0 ? 1 : a->max - a->min);
+		if (nexp > IJ_FAST_MAX)
+			return NULL;
+		natoms++;
+	}
+
+	/* expand: min atoms exactly once, then one "*" or (max - min) "?" */
+	f = palloc0(sizeof(IjFastRe));
+	f->bol = bol;
+	f->eol = eol;
+	k = 0;
+	{
+		bool		star[IJ_FAST_MAX];
+		bool		skip[IJ_FAST_MAX];
+
+		for (i = 0; i < natoms; i++)
+		{
+			IjFastAtom *a = &atoms[i];
+			int			extra = a->max < 0 ? 1 : a->max - a->min;
+			int			j;
+
+			for (j = 0; j < a->min + extra; j++)
+			{
+				int			c;
+
+				for (c = 0; c < 128; c++)
+				{
+					if (a->set[c >> 6] & (UINT64CONST(1) << (c & 63)))
+						f->ascii[c] |= UINT64CONST(1) << k;
+				}
+				if (a->other)
+					f->other |= UINT64CONST(1) << k;
+				star[k] = (j >= a->min && a->max < 0);
+				skip[k] = (j >= a->min);
+				k++;
+			}
+		}
+		f->natoms = k;
+		f->eps[k] = UINT64CONST(1) << k;
+		for (i = k - 1; i >= 0; i--)
+			f->eps[i] = (UINT64CONST(1) << i) | (skip[i] ? f->eps[i + 1] : 0);
+		for (i = 0; i < k; i++)
+			f->target[i] = star[i] ? f->eps[i] : f->eps[i + 1];
+	}
+	return f;
+}
+
+/* run a simple pattern over a string (in the database encoding) */
+static bool
+ij_fast_match(const IjFastRe *f, const char *s, int len)
+{
+	uint64		accept = UINT64CONST(1) << f->natoms;
+	uint64		start = f->eps[0];
+	uint64		st = start;
+	int			i = 0;
+	int			n = 0;
+
+	if (!f->eol && (st & accept))
+		return true;
+	while (i < len)
+	{
+		unsigned char c = (unsigned char) s[i];
+		uint64		hit;
+		uint64		next = 0;
+
+		if (c < 0x80)
+		{
+			hit = st & f->ascii[c];
+			i++;
+		}
+		else
+		{
+			hit = st & f->other;
+			i += pg_mblen(s + i);
+		}
+		while (hit)
+		{
+			next |= f->target[pg_rightmost_one_pos64(hit)];
+			hit &= hit - 1;
+		}
+		if (!f->bol)
+			next |= start;
+		st = next;
+		if (!f->eol && (st & accept))
+			return true;
+		if (st == 0)
+			return false;
+		if ((++n & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	return (st & accept) != 0;
+}
+
 static void
 ij_compile_regex(IjCompile *cc, IjRegex *rx, const char *src, int len,
 				 IjNode *node, const char *kw, bool is_key)
@@ -649,6 +1145,12 @@ ij_compile_regex(IjCompile *cc, IjRegex *rx, const char *src, int len,
 	{
 		char		errbuf[128];
 
+		/*
+		 * The regex engine gives up with REG_CANCEL when a cancel or a
+		 * timeout is pending: raise that (57014), not a bad-schema error,
+		 * as PostgreSQL's own regexp.c does.
+		 */
+		CHECK_FOR_INTERRUPTS();
 		pg_regerror(rc, &rx->re, errbuf, sizeof(errbuf));
 		ij_bad(node, kw, is_key ? src : NULL, len, -1,
 			   psprintf("invalid regular expression: %s", errbuf));
@@ -659,6 +1161,7 @@ ij_compile_regex(IjCompile *cc, IjRegex *rx, const char *src, int len,
 	cell->next = cc->schema->regexes;
 	cc->schema->regexes = cell;
 	rx->src = pnstrdup(src, len);
+	rx->fast = ij_fast_compile(src, len);
 }
 
 /* a non-negative integer keyword value (1.0 counts), clamped */
@@ -708,6 +1211,7 @@ ij_string_set(IjCompile *cc, IjNode *node, const char *kw, const char *key,
 	out = palloc(sizeof(IjNamed) * Max(*n, 1));
 	for (i = 0; i < *n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (elems[i].type != jbvString)
 			ij_bad(node, kw, key, keylen, -1,
 				   "must be an array of unique strings");
@@ -717,9 +1221,10 @@ ij_string_set(IjCompile *cc, IjNode *node, const char *kw, const char *key,
 	}
 	sorted = MemoryContextAlloc(cc->scratch, sizeof(IjNamed) * Max(*n, 1));
 	memcpy(sorted, out, sizeof(IjNamed) * *n);
-	qsort(sorted, *n, sizeof(IjNamed), ij_named_cmp);
+	qsort(sorted, *n, sizeof(IjNamed), ij_named_sort_cmp);
 	for (i = 1; i < *n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (ij_named_cmp(&sorted[i - 1], &sorted[i]) == 0)
 			ij_bad(node, kw, key, keylen, -1,
 				   "must be an array of unique strings");
@@ -772,6 +1277,7 @@ ij_schema_map(IjCompile *cc, IjNode *node, const char *kw, JsonbValue *v,
 	it = JsonbIteratorInit(v->val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (tok != WJB_KEY)
 			continue;
 		tok = JsonbIteratorNext(&it, &val, true);
@@ -790,7 +1296,7 @@ ij_schema_map(IjCompile *cc, IjNode *node, const char *kw, JsonbValue *v,
 	}
 	*n = i;
 	if (!regexes)
-		qsort(out, i, sizeof(IjNamed), ij_named_cmp);
+		qsort(out, i, sizeof(IjNamed), ij_named_sort_cmp);
 	return out;
 }
 
@@ -846,7 +1352,10 @@ ij_compile_type(IjNode *node, const char *kw, JsonbValue *v)
 
 		for (i = 0; i < n; i++)
 		{
-			uint8		bit = ij_type_bit(&elems[i]);
+			uint8		bit;
+
+			CHECK_FOR_INTERRUPTS();
+			bit = ij_type_bit(&elems[i]);
 
 			if (bit == 0)
 				ij_bad(node, kw, NULL, 0, i,
@@ -925,6 +1434,7 @@ ij_compile_keyword(IjCompile *cc, IjNode *node, const char *key, int keylen,
 				it = JsonbIteratorInit(v->val.binary.data);
 				while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
 				{
+					CHECK_FOR_INTERRUPTS();
 					if (tok != WJB_KEY)
 						continue;
 					(void) JsonbIteratorNext(&it, &val, true);
@@ -1095,6 +1605,7 @@ ij_compile_node(IjCompile *cc, JsonbValue *v, IjNode *parent, const char *kw,
 	CHECK_FOR_INTERRUPTS();
 
 	node = palloc0(sizeof(IjNode));
+	cc->nnodes++;
 	node->parent = parent;
 	node->kw = kw;
 	node->key = key;
@@ -1129,6 +1640,7 @@ ij_compile_node(IjCompile *cc, JsonbValue *v, IjNode *parent, const char *kw,
 		{
 			bool		constrains;
 
+			CHECK_FOR_INTERRUPTS();
 			if (tok != WJB_KEY)
 				continue;
 			tok = JsonbIteratorNext(&it, &val, true);
@@ -1190,6 +1702,7 @@ ij_decode_pointer(IjNode *node, int *ntokens)
 
 	for (i = 0; i < len; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (s[i] == '%')
 		{
 			int			hi = -1;
@@ -1223,6 +1736,7 @@ ij_decode_pointer(IjNode *node, int *ntokens)
 		char	   *tok = palloc(dlen + 1);
 		int			tlen = 0;
 
+		CHECK_FOR_INTERRUPTS();
 		while (i < dlen && dec[i] != '/')
 		{
 			if (dec[i] == '~')
@@ -1280,6 +1794,7 @@ ij_walk_compiled(IjNode *cur, IjToken *toks, int n)
 		IjNode	   *next = NULL;
 		int			used = 1;
 
+		CHECK_FOR_INTERRUPTS();
 		if (cur->kind != IJ_OBJECT)
 			return NULL;
 
@@ -1326,6 +1841,7 @@ ij_walk_compiled(IjNode *cur, IjToken *toks, int n)
 
 				for (j = 0; j < cur->npatterns; j++)
 				{
+					CHECK_FOR_INTERRUPTS();
 					if (ij_key_eq(t2->s, t2->len, cur->patterns[j].src))
 						next = cur->patterns[j].schema;
 				}
@@ -1368,6 +1884,7 @@ ij_walk_raw(IjCompile *cc, IjToken *toks, int n, JsonbValue *out)
 	{
 		JsonbValue *next;
 
+		CHECK_FOR_INTERRUPTS();
 		if (cur.type != jbvBinary)
 			return false;
 		if (JsonContainerIsObject(cur.val.binary.data))
@@ -1392,6 +1909,27 @@ ij_walk_raw(IjCompile *cc, IjToken *toks, int n, JsonbValue *out)
 	return true;
 }
 
+/* lazy_by_path: keyed by the (NUL-terminated) pointer, not its address */
+typedef struct IjLazyEntry
+{
+	char	   *path;			/* hash key */
+	IjNode	   *node;
+} IjLazyEntry;
+
+static uint32
+ij_lazy_hash(const void *key, Size keysize)
+{
+	const char *s = *(char *const *) key;
+
+	return hash_bytes((const unsigned char *) s, strlen(s));
+}
+
+static int
+ij_lazy_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(char *const *) key1, *(char *const *) key2);
+}
+
 static IjNode *
 ij_resolve(IjCompile *cc, IjNode *node)
 {
@@ -1402,6 +1940,8 @@ ij_resolve(IjCompile *cc, IjNode *node)
 	JsonbValue	v;
 	int			i;
 	MemoryContext old;
+	IjLazyEntry *le;
+	bool		found;
 
 	old = MemoryContextSwitchTo(cc->scratch);
 	toks = ij_decode_pointer(node, &n);
@@ -1415,14 +1955,27 @@ ij_resolve(IjCompile *cc, IjNode *node)
 	initStringInfo(&canon);
 	for (i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		appendStringInfoChar(&canon, '/');
 		ij_append_token(&canon, toks[i].s, toks[i].len);
 	}
-	for (i = 0; i < cc->nlazy; i++)
+	if (cc->lazy_by_path == NULL)
 	{
-		if (strcmp(cc->lazy[i]->lazy_path, canon.data) == 0)
-			return cc->lazy[i];
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(char *);
+		ctl.entrysize = sizeof(IjLazyEntry);
+		ctl.hash = ij_lazy_hash;
+		ctl.match = ij_lazy_match;
+		ctl.hcxt = cc->scratch;
+		cc->lazy_by_path = hash_create("idemjob schema $ref targets", 16, &ctl,
+									   HASH_ELEM | HASH_FUNCTION |
+									   HASH_COMPARE | HASH_CONTEXT);
 	}
+	le = hash_search(cc->lazy_by_path, &canon.data, HASH_FIND, NULL);
+	if (le != NULL)
+		return le->node;
 
 	if (!ij_walk_raw(cc, toks, n, &v))
 		ij_bad_ref(node, "points at nothing in this schema");
@@ -1431,6 +1984,10 @@ ij_resolve(IjCompile *cc, IjNode *node)
 
 	target = ij_compile_node(cc, &v, NULL, NULL, NULL, 0, -1, false);
 	target->lazy_path = canon.data;
+	le = hash_search(cc->lazy_by_path, &canon.data, HASH_ENTER, &found);
+	Assert(!found);
+	le->path = canon.data;
+	le->node = target;
 	if (cc->nlazy >= cc->maxlazy)
 	{
 		cc->maxlazy = cc->maxlazy * 2 + 4;
@@ -1490,6 +2047,7 @@ static void
 ij_link(IjCompile *cc, IjNode *n)
 {
 	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
 	if (n->ref)
 		n->reftarget = ij_resolve(cc, n);
 	ij_for_children(cc, n, ij_link);
@@ -1505,6 +2063,7 @@ ij_inplace_dfs(IjNode *n)
 	int			i;
 
 	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
 	if (n->dfs == IJ_DFS_DONE || n->kind != IJ_OBJECT)
 		return;
 	if (n->dfs == IJ_DFS_ACTIVE)
@@ -1545,6 +2104,7 @@ static void
 ij_check_cycles(IjCompile *cc, IjNode *n)
 {
 	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
 	ij_inplace_dfs(n);
 	ij_for_children(cc, n, ij_check_cycles);
 }
@@ -1554,7 +2114,10 @@ static IjNode *
 ij_skip_refs(IjNode *n)
 {
 	while (n->kind == IJ_OBJECT && n->pure_ref)
+	{
+		CHECK_FOR_INTERRUPTS();
 		n = n->reftarget;
+	}
 	return n;
 }
 
@@ -1573,6 +2136,7 @@ ij_collapse(IjNode *n)
 	int			i;
 
 	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
 	if (n->kind != IJ_OBJECT)
 		return;
 	if (n->reftarget)
@@ -1611,8 +2175,283 @@ ij_collapse(IjNode *n)
 		IJ_COLLAPSE(n->else_);
 }
 
-IjSchema *
-ij_schema_compile(Jsonb *schema)
+/* ----------------------------------------------------------------
+ * The expansion bound (after the cycle check, before ij_collapse)
+ *
+ * Validation evaluates a subschema at a value, and from there the
+ * subschemas its in-place applicators name ($ref, allOf, anyOf, oneOf,
+ * not, if/then/else, dependentSchemas) at the same value, and its child
+ * applicators at the value's members or items.  Without sharing, a $ref
+ * named twice is evaluated twice: a chain of $defs each naming the next
+ * one twice doubles the work per link.  For every subschema we count,
+ * following $refs as if expanded and saturating at the bound:
+ *
+ *	xin		evaluations at one value (1 + the in-place subschemas' xin);
+ *	xdown	evaluations at one member, item or property name, over the
+ *			subschemas that apply there at once (per subschema the largest
+ *			property's or the additionalProperties' count plus every
+ *			patternProperties', the largest prefixItems' or the items'
+ *			count plus the contains', or the propertyNames'), summed over
+ *			the in-place subschemas;
+ *	xall	the most at any one value below, max(xin, xdown), recursively.
+ *
+ * A schema where one of these exceeds the bound is refused.  A recursion
+ * through the value (a $ref back to an enclosing subschema from under
+ * "items", "properties", ...) is counted once: it can only repeat as deep
+ * as the value goes, and validation decides each subschema reached by
+ * more than one edge once per value (the memo), so that
+ * the work stays within subschemas times values whatever the schema.
+ * ----------------------------------------------------------------
+ */
+
+static inline int64
+ij_sat_add(IjCompile *cc, int64 a, int64 b)
+{
+	/* both are at most expand_max + 1, far from overflow */
+	int64		r = a + b;
+
+	return r > cc->expand_max ? cc->expand_max + 1 : r;
+}
+
+/* the in-place subschemas of n, as they are before ij_collapse */
+#define IJ_FOREACH_INPLACE(n, c, body) \
+	do { \
+		int			i_; \
+		if ((n)->reftarget) { IjNode *c = (n)->reftarget; body; } \
+		for (i_ = 0; i_ < (n)->nallOf; i_++) { IjNode *c = (n)->allOf[i_]; body; } \
+		for (i_ = 0; i_ < (n)->nanyOf; i_++) { IjNode *c = (n)->anyOf[i_]; body; } \
+		for (i_ = 0; i_ < (n)->noneOf; i_++) { IjNode *c = (n)->oneOf[i_]; body; } \
+		if ((n)->not) { IjNode *c = (n)->not; body; } \
+		if ((n)->if_) { IjNode *c = (n)->if_; body; } \
+		if ((n)->then_) { IjNode *c = (n)->then_; body; } \
+		if ((n)->else_) { IjNode *c = (n)->else_; body; } \
+		for (i_ = 0; i_ < (n)->ndepschemas; i_++) { IjNode *c = (n)->depschemas[i_].schema; body; } \
+	} while (0)
+
+static pg_noinline void
+ij_too_expensive(IjCompile *cc, IjNode *n, bool below)
+{
+	StringInfoData path;
+	StringInfoData via;
+	IjNode	   *heavy = NULL;
+	int64		heavyx = 0;
+
+	initStringInfo(&path);
+	ij_append_node_path(&path, n);
+
+	/* name the $ref that brings the most (its own count is within bounds) */
+	initStringInfo(&via);
+	if (below && n->kind == IJ_OBJECT && n->reftarget)
+	{
+		heavy = n;
+		heavyx = Max(n->reftarget->xin, n->reftarget->xdown);
+	}
+	else if (!below && n->kind == IJ_OBJECT)
+	{
+		if (n->reftarget)
+		{
+			heavy = n;
+			heavyx = n->reftarget->xin;
+		}
+		IJ_FOREACH_INPLACE(n, c,
+		{
+			if (c != n->reftarget && c->ref != NULL && c->reftarget &&
+				c->xin > heavyx)
+			{
+				heavy = c;
+				heavyx = c->xin;
+			}
+		});
+	}
+	if (heavy != NULL)
+	{
+		StringInfoData hp;
+
+		initStringInfo(&hp);
+		ij_append_node_path(&hp, heavy);
+		appendStringInfo(&via, " The largest part comes through \"$ref\": \"%s\" at \"%s\", which alone expands to %s" INT64_FORMAT " evaluations.",
+						 ij_name(heavy->ref, heavy->reflen), hp.data,
+						 heavyx > cc->expand_max ? "more than " : "",
+						 Min(heavyx, cc->expand_max));
+	}
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid output schema at \"%s\": evaluation could multiply without bound",
+					path.data),
+			 errdetail("With every \"$ref\" expanded, one value %s would be checked against more than " INT64_FORMAT " subschemas (the limit for this schema: %d per subschema it compiles to, at least " INT64_FORMAT ").%s",
+					   below ? "below this subschema" : "at this subschema",
+					   cc->expand_max, IJ_EXPAND_PER_NODE, IJ_EXPAND_MIN,
+					   via.data),
+			 errhint("Refer to a shared definition once per value: each level that checks one value against the same definition twice doubles the work below it.")));
+}
+
+/* xin: evaluations at one value; the in-place graph has no cycle here */
+static int64
+ij_expand_in(IjCompile *cc, IjNode *n)
+{
+	int64		total = 1;
+	int64		thenx = 0;
+	int64		elsex = 0;
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (n->kind != IJ_OBJECT)
+		return 1;
+	if (n->xin > 0)
+		return n->xin;
+	IJ_FOREACH_INPLACE(n, c,
+	{
+		int64		x = ij_expand_in(cc, c);
+
+		/* then and else exclude each other */
+		if (c == n->then_)
+			thenx = x;
+		else if (c == n->else_)
+			elsex = x;
+		else
+			total = ij_sat_add(cc, total, x);
+	});
+	total = ij_sat_add(cc, total, Max(thenx, elsex));
+	n->xin = total;
+	if (total > cc->expand_max)
+		ij_too_expensive(cc, n, false);
+	return total;
+}
+
+static int64 ij_expand_all(IjCompile *cc, IjNode *n);
+
+/* xdown: evaluations at one member, item or name of the value */
+static int64
+ij_expand_down(IjCompile *cc, IjNode *n)
+{
+	int64		own;
+	int64		t;
+	int64		sum;
+	int			i;
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (n->kind != IJ_OBJECT)
+		return 0;
+	if (n->xdmark == IJ_DFS_DONE)
+		return n->xdown;
+	if (n->xdmark == IJ_DFS_ACTIVE)
+		return 0;				/* a recursion through the value */
+	n->xdmark = IJ_DFS_ACTIVE;
+
+	/* a member's value */
+	t = 0;
+	for (i = 0; i < n->nprops; i++)
+		t = Max(t, ij_expand_all(cc, n->props[i].schema));
+	if (n->additionalProperties)
+		t = Max(t, ij_expand_all(cc, n->additionalProperties));
+	for (i = 0; i < n->npatterns; i++)
+		t = ij_sat_add(cc, t, ij_expand_all(cc, n->patterns[i].schema));
+	own = t;
+	/* a member's name */
+	if (n->propertyNames)
+		own = Max(own, ij_expand_all(cc, n->propertyNames));
+	/* an item */
+	t = 0;
+	for (i = 0; i < n->nprefix; i++)
+		t = Max(t, ij_expand_all(cc, n->prefixItems[i]));
+	if (n->items)
+		t = Max(t, ij_expand_all(cc, n->items));
+	if (n->contains)
+		t = ij_sat_add(cc, t, ij_expand_all(cc, n->contains));
+	own = Max(own, t);
+
+	sum = own;
+	IJ_FOREACH_INPLACE(n, c,
+	{
+		sum = ij_sat_add(cc, sum, ij_expand_down(cc, c));
+	});
+	n->xdown = sum;
+	n->xdmark = IJ_DFS_DONE;
+	return sum;
+}
+
+/* xall: the most evaluations at any one value, this one or below */
+static int64
+ij_expand_all(IjCompile *cc, IjNode *n)
+{
+	int64		x;
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (n->kind != IJ_OBJECT)
+		return 1;
+	if (n->xmark == IJ_DFS_DONE)
+		return n->xall;
+	if (n->xmark == IJ_DFS_ACTIVE)
+		return 1;				/* a recursion through the value */
+	n->xmark = IJ_DFS_ACTIVE;
+	x = ij_expand_in(cc, n);
+	n->xall = Max(x, ij_expand_down(cc, n));
+	n->xmark = IJ_DFS_DONE;
+	if (n->xall > cc->expand_max)
+		ij_too_expensive(cc, n, true);
+	return n->xall;
+}
+
+/* every subschema, referenced or not */
+static void
+ij_check_expansion(IjCompile *cc, IjNode *n)
+{
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	(void) ij_expand_all(cc, n);
+	ij_for_children(cc, n, ij_check_expansion);
+}
+
+/*
+ * After ij_collapse: count the evaluation edges into each subschema
+ * reachable from the root.  One reached by two or more (two $refs to one
+ * definition, a recursion back to the root, ...) may be asked about the
+ * same value more than once: it goes through the memo at validation.  One
+ * reached by a single edge is evaluated at a value at most as often as
+ * the subschema that edge comes from, so memoizing the shared ones bounds
+ * them all.
+ */
+static void
+ij_mark_edge(IjCompile *cc, IjNode *c)
+{
+	int			i;
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	c->indegree++;
+	if (c->indegree == 2 && c->kind == IJ_OBJECT && !c->trivial)
+	{
+		c->memo = true;
+		cc->schema->any_memo = true;
+	}
+	if (c->reached || c->kind != IJ_OBJECT)
+		return;
+	c->reached = true;
+	for (i = 0; i < c->nprefix; i++)
+		ij_mark_edge(cc, c->prefixItems[i]);
+	if (c->items)
+		ij_mark_edge(cc, c->items);
+	if (c->contains)
+		ij_mark_edge(cc, c->contains);
+	for (i = 0; i < c->nprops; i++)
+		ij_mark_edge(cc, c->props[i].schema);
+	for (i = 0; i < c->npatterns; i++)
+		ij_mark_edge(cc, c->patterns[i].schema);
+	if (c->additionalProperties)
+		ij_mark_edge(cc, c->additionalProperties);
+	if (c->propertyNames)
+		ij_mark_edge(cc, c->propertyNames);
+	IJ_FOREACH_INPLACE(c, d,
+	{
+		ij_mark_edge(cc, d);
+	});
+}
+
+static IjSchema *
+ij_schema_compile_in(Jsonb *schema)
 {
 	IjCompile	cc;
 	IjSchema   *out;
@@ -1621,6 +2460,7 @@ ij_schema_compile(Jsonb *schema)
 
 	memset(&cc, 0, sizeof(cc));
 	out = palloc0(sizeof(IjSchema));
+	out->cxt = CurrentMemoryContext;
 	out->free_regexes.func = ij_free_regexes;
 	out->free_regexes.arg = out;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext,
@@ -1658,12 +2498,51 @@ ij_schema_compile(Jsonb *schema)
 	for (i = 0; i < cc.nlazy; i++)
 		ij_check_cycles(&cc, cc.lazy[i]);
 
+	cc.expand_max = Max(IJ_EXPAND_MIN, IJ_EXPAND_PER_NODE * cc.nnodes);
+	ij_check_expansion(&cc, out->root);
+	for (i = 0; i < cc.nlazy; i++)
+		ij_check_expansion(&cc, cc.lazy[i]);
+
 	ij_collapse(out->root);
 	for (i = 0; i < cc.nlazy; i++)
 		ij_collapse(cc.lazy[i]);
 	out->root = ij_skip_refs(out->root);
 
+	ij_mark_edge(&cc, out->root);
+
 	MemoryContextDelete(cc.scratch);
+	return out;
+}
+
+/*
+ * Compile into a memory context of its own, a child of the caller's: the
+ * caller frees the compiled form by deleting (or resetting) its context,
+ * and a schema that fails to compile (refused, or interrupted by a cancel)
+ * gives back everything it took, regular expressions included, before the
+ * error leaves here.
+ */
+IjSchema *
+ij_schema_compile(Jsonb *schema)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+	IjSchema   *volatile out = NULL;
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "idemjob compiled schema",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		out = ij_schema_compile_in(schema);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
 	return out;
 }
 
@@ -1852,19 +2731,210 @@ ij_compare(JsonbValue *a, JsonbValue *b)
 typedef struct IjItem
 {
 	JsonbValue	v;
+	uint64		hash;
 	int			index;
 } IjItem;
 
-static int
-ij_item_cmp(const void *a, const void *b)
+/* mix one more word into a running hash */
+static inline uint64
+ij_hash_mix(uint64 h, uint64 x)
 {
-	IjItem	   *ia = (IjItem *) a;
-	IjItem	   *ib = (IjItem *) b;
-	int			c = ij_compare(&ia->v, &ib->v);
+	h = (h << 1) | (h >> 63);
+	return hash_combine64(h, x);
+}
 
+static uint64 ij_hash_container(IjValidate *vx, JsonbContainer *c);
+
+/*
+ * A hash of a value that equal values (by ij_compare: 1 = 1.0, same keys
+ * and members) share: scalars as jsonb hashes them (numbers by value),
+ * containers from their members' hashes, in the order
+ * compareJsonbContainers compares them.
+ */
+static inline uint64
+ij_hash_value(IjValidate *vx, JsonbValue *v)
+{
+	uint64		h = 0;
+
+	if (v->type == jbvBinary)
+		return ij_hash_container(vx, v->val.binary.data);
+	JsonbHashScalarValueExtended(v, &h, 0);
+	return h;
+}
+
+static uint64
+ij_hash_container(IjValidate *vx, JsonbContainer *c)
+{
+	uint64		h;
+	JsonbIterator *it;
+	JsonbValue	x;
+	JsonbIteratorToken tok;
+	bool		nested = false;
+	IjHashEntry *e;
+	bool		found;
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (vx->hcache != NULL &&
+		(e = ij_hcache_lookup(vx->hcache, c)) != NULL)
+		return e->hash;
+
+	h = JsonContainerIsObject(c) ? 0x13 : 0x11;
+	it = JsonbIteratorInit(c);
+	while ((tok = JsonbIteratorNext(&it, &x, true)) != WJB_DONE)
+	{
+		uint64		sh = 0;
+
+		if (tok != WJB_KEY && tok != WJB_VALUE && tok != WJB_ELEM)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		if (x.type == jbvBinary)
+		{
+			nested = true;
+			sh = ij_hash_container(vx, x.val.binary.data);
+		}
+		else
+			JsonbHashScalarValueExtended(&x, &sh, 0);
+		h = ij_hash_mix(h, sh);
+	}
+	h = ij_hash_mix(h, 0x17);
+
+	if (nested)
+	{
+		if (vx->hcache == NULL)
+			vx->hcache = ij_hcache_create(CurrentMemoryContext, 64, NULL);
+		e = ij_hcache_insert(vx->hcache, c, &found);
+		e->hash = h;
+	}
+	return h;
+}
+
+/* by hash, then by value, then by position */
+static inline int
+ij_item_cmp(const IjItem *ia, const IjItem *ib)
+{
+	int			c;
+
+	if (ia->hash != ib->hash)
+		return ia->hash < ib->hash ? -1 : 1;
+	c = ij_compare((JsonbValue *) &ia->v, (JsonbValue *) &ib->v);
 	if (c != 0)
 		return c;
 	return ia->index - ib->index;
+}
+
+/* ij_sort_items(): a quicksort with the comparison inlined, interruptible */
+#define ST_SORT ij_sort_items
+#define ST_ELEMENT_TYPE IjItem
+#define ST_COMPARE(a, b) ij_item_cmp(a, b)
+#define ST_CHECK_FOR_INTERRUPTS
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
+
+static Numeric
+ij_numeric(const char *s)
+{
+	return DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(s),
+											   ObjectIdGetDatum(InvalidOid),
+											   Int32GetDatum(-1)));
+}
+
+static int
+ij_min_scale(Numeric n)
+{
+	return DatumGetInt32(DirectFunctionCall1(numeric_min_scale,
+											 NumericGetDatum(n)));
+}
+
+/*
+ * The decimal digits of |n| * 10^scale, n having at most scale decimals,
+ * without leading zeros ("" for zero).
+ */
+static char *
+ij_scaled_digits(Numeric n, int scale)
+{
+	char	   *s = ij_numstr(n);
+	const char *p = (*s == '-') ? s + 1 : s;
+	const char *dot = strchr(p, '.');
+	int			intlen = dot ? (int) (dot - p) : (int) strlen(p);
+	const char *frac = dot ? dot + 1 : "";
+	int			fraclen = strlen(frac);
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, p, intlen);
+	for (i = 0; i < scale; i++)
+		appendStringInfoChar(&buf, i < fraclen ? frac[i] : '0');
+	for (i = 0; i < buf.len && buf.data[i] == '0'; i++)
+		;
+	return buf.data + i;
+}
+
+/*
+ * Is x a multiple of y (> 0)?  numeric_mod cannot be interrupted, and
+ * dividing a 100,000-digit value by a 10,000-digit multipleOf takes a good
+ * part of a second; so beyond small operands (the common case, decided by
+ * numeric_mod at once), take the remainder a thousand digits at a time,
+ * checking for interrupts between steps.
+ */
+static bool
+ij_multiple_of(IjValidate *vx, Numeric x, Numeric y)
+{
+	int			sy;
+	char	   *xd;
+	char	   *yd;
+	Numeric		ynum;
+	char	   *r;
+	int			xlen;
+	int			pos;
+	MemoryContext step;
+	MemoryContext old;
+
+	if (vx->big == NULL)
+	{
+		vx->big = ij_numeric("1e1000");
+		vx->minus_big = ij_numeric("-1e1000");
+	}
+	if (VARSIZE(y) <= 200 && ij_numcmp(x, vx->big) < 0 &&
+		ij_numcmp(x, vx->minus_big) > 0)
+	{
+		Datum		rem = DirectFunctionCall2(numeric_mod, NumericGetDatum(x),
+											  NumericGetDatum(y));
+
+		return ij_numcmp(DatumGetNumeric(rem), vx->zero) == 0;
+	}
+
+	/* a multiple of y has no more decimals than y */
+	sy = ij_min_scale(y);
+	if (ij_min_scale(x) > sy)
+		return false;
+	/* both as integers, scaled by 10^sy */
+	xd = ij_scaled_digits(x, sy);
+	yd = ij_scaled_digits(y, sy);
+	ynum = ij_numeric(yd);
+	xlen = strlen(xd);
+	r = "";
+	step = AllocSetContextCreate(CurrentMemoryContext, "idemjob multipleOf",
+								 ALLOCSET_DEFAULT_SIZES);
+	for (pos = 0; pos < xlen; pos += 1024)
+	{
+		char	   *dividend;
+		char	   *rem;
+
+		CHECK_FOR_INTERRUPTS();
+		old = MemoryContextSwitchTo(step);
+		dividend = psprintf("%s%.*s", r, Min(1024, xlen - pos), xd + pos);
+		rem = ij_numstr(DatumGetNumeric(DirectFunctionCall2(numeric_mod,
+															NumericGetDatum(ij_numeric(dividend)),
+															NumericGetDatum(ynum))));
+		MemoryContextSwitchTo(old);
+		r = strcmp(rem, "0") == 0 ? "" : pstrdup(rem);
+		MemoryContextReset(step);
+	}
+	MemoryContextDelete(step);
+	return r[0] == '\0';
 }
 
 static pg_noinline bool
@@ -1882,15 +2952,9 @@ ij_check_number(IjValidate *vx, IjNode *s, Numeric x)
 	if (s->exclusiveMaximum && ij_numcmp(x, s->exclusiveMaximum) >= 0)
 		return IJ_FAIL(vx, "exclusiveMaximum", "value must be less than %s",
 					   ij_numstr(s->exclusiveMaximum));
-	if (s->multipleOf)
-	{
-		Datum		rem = DirectFunctionCall2(numeric_mod, NumericGetDatum(x),
-											  NumericGetDatum(s->multipleOf));
-
-		if (ij_numcmp(DatumGetNumeric(rem), vx->zero) != 0)
-			return IJ_FAIL(vx, "multipleOf", "value must be a multiple of %s",
-						   ij_numstr(s->multipleOf));
-	}
+	if (s->multipleOf && !ij_multiple_of(vx, x, s->multipleOf))
+		return IJ_FAIL(vx, "multipleOf", "value must be a multiple of %s",
+					   ij_numstr(s->multipleOf));
 	return true;
 }
 
@@ -1905,6 +2969,8 @@ ij_regex_match(regex_t *re, const pg_wchar *w, int wlen)
 	{
 		char		errbuf[128];
 
+		/* REG_CANCEL: the cancel or timeout itself (57014), see above */
+		CHECK_FOR_INTERRUPTS();
 		pg_regerror(rc, re, errbuf, sizeof(errbuf));
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_REGULAR_EXPRESSION),
@@ -1945,11 +3011,18 @@ ij_check_string(IjValidate *vx, IjNode *s, const char *str, int len)
 	}
 	if (s->pattern)
 	{
-		int			wlen;
-		pg_wchar   *w = ij_to_wchar(str, len, &wlen);
-		bool		ok = ij_regex_match(&s->pattern->re, w, wlen);
+		bool		ok;
 
-		pfree(w);
+		if (s->pattern->fast)
+			ok = ij_fast_match(s->pattern->fast, str, len);
+		else
+		{
+			int			wlen;
+			pg_wchar   *w = ij_to_wchar(str, len, &wlen);
+
+			ok = ij_regex_match(&s->pattern->re, w, wlen);
+			pfree(w);
+		}
 		if (!ok)
 			return IJ_FAIL(vx, "pattern", "string does not match pattern \"%s\"",
 						   s->pattern->src);
@@ -1957,6 +3030,12 @@ ij_check_string(IjValidate *vx, IjNode *s, const char *str, int len)
 	return true;
 }
 
+/*
+ * uniqueItems: hash every item once, sort by hash (equal values are then
+ * neighbours, and only items whose hashes collide are compared in full),
+ * and report the first item that repeats an earlier one, with the first
+ * occurrence.
+ */
 static pg_noinline bool
 ij_check_unique(IjValidate *vx, JsonbContainer *c)
 {
@@ -1966,30 +3045,42 @@ ij_check_unique(IjValidate *vx, JsonbContainer *c)
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	int			i = 0;
+	int			group = 0;
+	int			a = -1;
+	int			b = -1;
 
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		if (tok != WJB_ELEM)
 			continue;
+		CHECK_FOR_INTERRUPTS();
 		items[i].v = v;
+		items[i].hash = ij_hash_value(vx, &v);
 		items[i].index = i;
 		i++;
 	}
 	n = i;
-	qsort(items, n, sizeof(IjItem), ij_item_cmp);
+	ij_sort_items(items, n);
 	for (i = 1; i < n; i++)
 	{
-		if (ij_compare(&items[i - 1].v, &items[i].v) == 0)
+		CHECK_FOR_INTERRUPTS();
+		if (items[i - 1].hash != items[i].hash ||
+			ij_compare(&items[i - 1].v, &items[i].v) != 0)
 		{
-			int			a = items[i - 1].index;
-			int			b = items[i].index;
-
-			pfree(items);
-			return IJ_FAIL(vx, "uniqueItems",
-						   "array items %d and %d are equal", a, b);
+			group = i;
+			continue;
+		}
+		/* a group of equal items, by position: its second one repeats */
+		if (i == group + 1 && (b < 0 || items[i].index < b))
+		{
+			a = items[group].index;
+			b = items[i].index;
 		}
 	}
 	pfree(items);
+	if (b >= 0)
+		return IJ_FAIL(vx, "uniqueItems",
+					   "array items %d and %d are equal", a, b);
 	return true;
 }
 
@@ -2150,6 +3241,7 @@ ij_check_object(IjValidate *vx, IjNode *s, JsonbValue *obj)
 
 	for (i = 0; i < s->nrequired; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (!ij_has_key(c, s->required[i].name, s->required[i].len))
 			return IJ_FAIL(vx, "required", "required property \"%s\" is missing",
 						   ij_name(s->required[i].name, s->required[i].len));
@@ -2166,10 +3258,12 @@ ij_check_object(IjValidate *vx, IjNode *s, JsonbValue *obj)
 	{
 		IjDepReq   *d = &s->depreq[i];
 
+		CHECK_FOR_INTERRUPTS();
 		if (d->nreq == 0 || !ij_has_key(c, d->name, d->len))
 			continue;
 		for (j = 0; j < d->nreq; j++)
 		{
+			CHECK_FOR_INTERRUPTS();
 			if (!ij_has_key(c, d->req[j].name, d->req[j].len))
 				return IJ_FAIL(vx, "dependentRequired",
 							   "property \"%s\" is required when \"%s\" is present",
@@ -2217,19 +3311,31 @@ ij_check_object(IjValidate *vx, IjNode *s, JsonbValue *obj)
 			}
 			if (s->npatterns > 0)
 			{
-				int			wlen;
-				pg_wchar   *w = ij_to_wchar(key, keylen, &wlen);
+				int			wlen = 0;
+				pg_wchar   *w = NULL;
 
 				for (j = 0; j < s->npatterns; j++)
 				{
-					if (!ij_regex_match(&s->patterns[j].re, w, wlen))
+					bool		m;
+
+					CHECK_FOR_INTERRUPTS();
+					if (s->patterns[j].fast)
+						m = ij_fast_match(s->patterns[j].fast, key, keylen);
+					else
+					{
+						if (w == NULL)
+							w = ij_to_wchar(key, keylen, &wlen);
+						m = ij_regex_match(&s->patterns[j].re, w, wlen);
+					}
+					if (!m)
 						continue;
 					matched = true;
 					if (!ij_check_member(vx, s->patterns[j].schema,
 										 "patternProperties", key, keylen, &v))
 						return false;
 				}
-				pfree(w);
+				if (w)
+					pfree(w);
 			}
 			if (!matched && s->additionalProperties &&
 				!ij_check_member(vx, s->additionalProperties,
@@ -2242,6 +3348,7 @@ ij_check_object(IjValidate *vx, IjNode *s, JsonbValue *obj)
 	{
 		IjNamed    *d = &s->depschemas[i];
 
+		CHECK_FOR_INTERRUPTS();
 		if (ij_has_key(c, d->name, d->len) &&
 			!ij_check(vx, d->schema, obj, "dependentSchemas"))
 			return false;
@@ -2262,15 +3369,11 @@ ij_matches(IjValidate *vx, IjNode *s, JsonbValue *v)
 }
 
 static bool
-ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
+ij_check_node(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 {
 	int			t;
 	int			i;
 
-	check_stack_depth();
-
-	if (s->trivial)
-		return true;
 	if (s->kind == IJ_FALSE)
 		return IJ_FAIL(vx, via ? via : "false",
 					   "no value is allowed here (the schema is false)");
@@ -2293,7 +3396,10 @@ ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 		bool		found = false;
 
 		for (i = 0; i < s->nenum && !found; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
 			found = (ij_compare(v, &s->enumvals[i]) == 0);
+		}
 		if (!found)
 			return IJ_FAIL(vx, "enum", "value must be one of the values listed in \"enum\"");
 	}
@@ -2326,6 +3432,7 @@ ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 		return false;
 	for (i = 0; i < s->nallOf; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (!ij_check(vx, s->allOf[i], v, "allOf"))
 			return false;
 	}
@@ -2334,7 +3441,10 @@ ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 		bool		any = false;
 
 		for (i = 0; i < s->nanyOf && !any; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
 			any = ij_matches(vx, s->anyOf[i], v);
+		}
 		if (!any)
 			return IJ_FAIL(vx, "anyOf",
 						   "value must match at least one schema in \"anyOf\"");
@@ -2345,6 +3455,7 @@ ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 
 		for (i = 0; i < s->noneOf; i++)
 		{
+			CHECK_FOR_INTERRUPTS();
 			if (!ij_matches(vx, s->oneOf[i], v))
 				continue;
 			if (first >= 0)
@@ -2370,6 +3481,70 @@ ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 			return false;
 	}
 	return true;
+}
+
+/* a subschema reached by several edges: decide it once per value */
+static pg_noinline bool
+ij_check_memo(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
+{
+	IjMemoKey	key;
+	IjMemoEntry *e;
+	bool		found;
+	bool		ok;
+
+	key.node = s;
+	key.type = (uint32) v->type;
+	switch (v->type)
+	{
+		case jbvString:
+			key.ptr = v->val.string.val;
+			key.len = (uint32) v->val.string.len;
+			break;
+		case jbvNumeric:
+			key.ptr = v->val.numeric;
+			key.len = 0;
+			break;
+		case jbvBool:
+			key.ptr = NULL;
+			key.len = v->val.boolean ? 1 : 0;
+			break;
+		case jbvBinary:
+			key.ptr = v->val.binary.data;
+			key.len = 0;
+			break;
+		default:
+			key.ptr = NULL;
+			key.len = 0;
+			break;
+	}
+	if (vx->memo == NULL)
+		vx->memo = ij_memo_create(CurrentMemoryContext, 64, NULL);
+	e = ij_memo_lookup(vx->memo, key);
+	if (e != NULL && (e->ok || vx->quiet > 0))
+		return e->ok;
+
+	/*
+	 * Not decided yet; or decided false quietly and now the message is
+	 * wanted, which ends the validation, so that happens once.
+	 */
+	ok = ij_check_node(vx, s, v, via);
+	/* the table may have grown meanwhile: insert afresh */
+	e = ij_memo_insert(vx->memo, key, &found);
+	e->ok = ok;
+	return ok;
+}
+
+static inline bool
+ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
+{
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+
+	if (s->trivial)
+		return true;
+	if (unlikely(s->memo))
+		return ij_check_memo(vx, s, v, via);
+	return ij_check_node(vx, s, v, via);
 }
 
 Jsonb *

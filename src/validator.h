@@ -16,10 +16,13 @@
 typedef struct IjSchema IjSchema;
 
 /*
- * Compile a schema.  Everything the compiled form needs is allocated in
- * CurrentMemoryContext (callers cache it in a long-lived context and drop
- * it by deleting that context).  A bad schema or an unsupported keyword
- * raises ERRCODE_INVALID_PARAMETER_VALUE (22023) naming the schema path.
+ * Compile a schema.  Everything the compiled form needs is allocated in a
+ * memory context of its own, a child of CurrentMemoryContext (callers
+ * cache it under a long-lived context and drop it by deleting or resetting
+ * that context).  A bad schema, an unsupported keyword, or a schema whose
+ * evaluation could multiply without bound raises
+ * ERRCODE_INVALID_PARAMETER_VALUE (22023) naming the schema path; a cancel
+ * raises 57014.  Either way nothing it allocated survives the error.
  */
 extern IjSchema *ij_schema_compile(Jsonb *schema);
 

@@ -64,6 +64,8 @@ json_schema_suite() {
 
 stage "pg_regress and isolation (make installcheck)" regress
 stage "pgTAP (pg_prove)" pgtap
+stage "dump and restore (pg_dump -Fp | psql, pg_dump -Fc + pg_restore)" bash test/dump/run.sh
+stage "upgrade from 1.0 (ALTER EXTENSION UPDATE, whole suite on the result)" bash test/upgrade/run.sh
 stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite
 stage "hostile-input battery" bash test/hostile/run.sh
 stage "soak with history checker (short)" bash test/soak/run.sh --short

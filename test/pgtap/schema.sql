@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(64);
+SELECT plan(92);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -18,7 +18,12 @@ SELECT enum_has_labels('idemjob', 'attempt_state',
 SELECT has_table('idemjob', 'jobs', 'jobs');
 SELECT columns_are('idemjob', 'jobs', ARRAY['id', 'owner_id', 'idempotency_key', 'intent',
 	'params', 'provider', 'state', 'version', 'attempt_count', 'completed_by', 'result',
-	'created_at', 'updated_at', 'completed_at', 'cancel_reason']);
+	'created_at', 'updated_at', 'completed_at', 'cancel_reason',
+	'priority', 'run_at', 'max_attempts', 'error']);
+SELECT col_type_is('idemjob', 'jobs', 'priority', 'integer', 'idemjob.jobs.priority.integer');
+SELECT col_type_is('idemjob', 'jobs', 'run_at', 'timestamp with time zone', 'idemjob.jobs.run_at.timestamptz');
+SELECT col_type_is('idemjob', 'jobs', 'max_attempts', 'integer', 'idemjob.jobs.max_attempts.integer');
+SELECT col_type_is('idemjob', 'jobs', 'error', 'jsonb', 'idemjob.jobs.error.jsonb');
 SELECT col_type_is('idemjob', 'jobs', 'id', 'uuid', 'idemjob.jobs.id.uuid');
 SELECT col_type_is('idemjob', 'jobs', 'params', 'jsonb', 'idemjob.jobs.params.jsonb');
 SELECT col_type_is('idemjob', 'jobs', 'state', 'idemjob', 'job_state', 'jobs.state');
@@ -33,7 +38,9 @@ SELECT col_not_null('idemjob', 'jobs', 'idempotency_key', 'idemjob.jobs.idempote
 SELECT has_table('idemjob', 'attempts', 'attempts');
 SELECT columns_are('idemjob', 'attempts', ARRAY['id', 'job_id', 'owner_id', 'attempt_no',
 	'provider', 'state', 'read_version', 'worker', 'started_at', 'deadline', 'finished_at',
-	'error', 'result_sha256']);
+	'error', 'result_sha256', 'unknown_at', 'dropped_result']);
+SELECT col_type_is('idemjob', 'attempts', 'unknown_at', 'timestamp with time zone', 'idemjob.attempts.unknown_at');
+SELECT col_type_is('idemjob', 'attempts', 'dropped_result', 'jsonb', 'idemjob.attempts.dropped_result');
 SELECT col_type_is('idemjob', 'attempts', 'state', 'idemjob', 'attempt_state', 'attempts.state');
 SELECT col_type_is('idemjob', 'attempts', 'read_version', 'bigint', 'idemjob.attempts.read_version.bigint');
 SELECT col_type_is('idemjob', 'attempts', 'deadline', 'timestamp with time zone', 'idemjob.attempts.deadline.timestamp with time zone');
@@ -45,13 +52,14 @@ SELECT index_is_unique('idemjob', 'attempts', 'attempts_one_in_doubt');
 SELECT is(
 	(SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 	  WHERE indexrelid = 'idemjob.attempts_one_in_doubt'::regclass),
-	$$(state = ANY (ARRAY['started'::idemjob.attempt_state, 'unknown'::idemjob.attempt_state]))$$,
+	$$(state = ANY ('{started,unknown}'::idemjob.attempt_state[]))$$,
 	'the in-doubt index is partial on started and unknown');
 
 SELECT has_table('idemjob', 'race_log', 'race_log');
 SELECT columns_are('idemjob', 'race_log', ARRAY['logged_at', 'job_id', 'owner_id', 'attempt_id',
 	'winner_attempt_id', 'expected_version', 'found_version', 'reason', 'result_sha256',
-	'result_bytes', 'late_by']);
+	'result_bytes', 'late_by', 'provider']);
+SELECT hasnt_fk('idemjob', 'race_log', 'race-log rows outlive their job: no foreign key');
 SELECT col_type_is('idemjob', 'race_log', 'result_sha256', 'bytea', 'idemjob.race_log.result_sha256.bytea');
 SELECT col_type_is('idemjob', 'race_log', 'late_by', 'interval', 'idemjob.race_log.late_by.interval');
 SELECT hasnt_column('idemjob', 'race_log', 'result', 'the race log never keeps a payload');
@@ -61,6 +69,20 @@ SELECT col_is_pk('idemjob', 'contracts', 'intent', 'idemjob.contracts.intent');
 SELECT has_table('idemjob', 'certifications', 'certifications');
 SELECT columns_are('idemjob', 'certifications', ARRAY['intent', 'provider', 'contract_version',
 	'certified_at', 'evidence', 'revoked_at', 'revoke_reason']);
+SELECT has_table('idemjob', 'spent_keys', 'spent_keys');
+SELECT columns_are('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key', 'request_sha256',
+	'job_id', 'final_state', 'completed_at', 'purged_at']);
+SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key'], 'one spent key per owner and key');
+SELECT has_view('idemjob', 'in_doubt', 'in_doubt');
+SELECT columns_are('idemjob', 'in_doubt', ARRAY['job_id', 'owner_id', 'intent', 'attempt_id',
+	'attempt_no', 'provider', 'worker', 'state', 'started_at', 'deadline', 'unknown_at',
+	'in_doubt_since', 'age']);
+SELECT has_view('idemjob', 'queue_stats', 'queue_stats');
+SELECT columns_are('idemjob', 'queue_stats', ARRAY['intent', 'due', 'scheduled', 'running',
+	'in_doubt', 'oldest_due_age']);
+SELECT has_view('idemjob', 'provider_stats', 'provider_stats');
+SELECT columns_are('idemjob', 'provider_stats', ARRAY['intent', 'provider', 'attempts', 'succeeded',
+	'superseded', 'rejected', 'failed', 'in_doubt', 'cancelled', 'p50_ms', 'p95_ms', 'last_started_at']);
 
 -- guard triggers (I8)
 SELECT has_trigger('idemjob', 'jobs', 'jobs_guard', 'idemjob.jobs.jobs_guard');
@@ -70,7 +92,21 @@ SELECT is((SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prola
 			WHERE p.oid = 'idemjob.jobs_guard'::regproc), 'c', 'the guards are written in C');
 
 -- functions: exact signatures and return types
-SELECT function_returns('idemjob', 'submit', ARRAY['text', 'text', 'text', 'jsonb', 'text'], 'setof record');
+SELECT function_returns('idemjob', 'submit', ARRAY['text', 'text', 'text', 'jsonb', 'text',
+	'timestamp with time zone', 'integer', 'integer'], 'setof record');
+SELECT hasnt_function('idemjob', 'submit', ARRAY['text', 'text', 'text', 'jsonb', 'text'],
+	'the 1.0 submit is replaced, not overloaded');
+SELECT function_returns('idemjob', 'claim', ARRAY['text', 'text[]', 'integer', 'interval', 'interval'], 'setof record');
+SELECT function_returns('idemjob', 'heartbeat', ARRAY['uuid', 'interval'], 'idemjob.attempts');
+SELECT function_returns('idemjob', 'job', ARRAY['uuid'], 'idemjob.jobs');
+SELECT function_returns('idemjob', 'await_job', ARRAY['uuid', 'interval'], 'idemjob.jobs');
+SELECT function_returns('idemjob', 'purge', ARRAY['interval', 'integer'], 'integer');
+SELECT function_returns('idemjob', 'purge_race_log', ARRAY['interval'], 'integer');
+SELECT function_returns('idemjob', 'grant_capability', ARRAY['regrole', 'text'], 'void');
+SELECT function_returns('idemjob', 'revoke_capability', ARRAY['regrole', 'text'], 'void');
+SELECT is(pg_get_function_arguments('idemjob.claim'::regproc),
+	'worker text, intents text[] DEFAULT NULL::text[], max_jobs integer DEFAULT 1, timeout interval DEFAULT NULL::interval, wait interval DEFAULT ''00:00:00''::interval',
+	'claim defaults');
 SELECT function_returns('idemjob', 'start_attempt', ARRAY['uuid', 'text', 'interval', 'text'], 'idemjob.attempts');
 SELECT function_returns('idemjob', 'complete_attempt', ARRAY['uuid', 'jsonb'], 'setof record');
 SELECT function_returns('idemjob', 'fail_attempt', ARRAY['uuid', 'jsonb', 'boolean'], 'idemjob.attempts');
@@ -108,8 +144,11 @@ SELECT ok(NOT has_table_privilege('public', 'idemjob.attempts', 'INSERT, UPDATE,
 
 -- the extension is not relocatable, its data is dumped
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idemjob'), false, 'not relocatable');
-SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 5,
-	'pg_dump keeps the five tables');
+SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 7,
+	'pg_dump keeps the seven tables');
+SELECT ok(NOT has_schema_privilege('public', 'idemjob', 'USAGE'), 'PUBLIC has no usage on the schema');
+SELECT ok(NOT has_function_privilege('public', 'idemjob.submit(text,text,text,jsonb,text,timestamptz,int,int)', 'EXECUTE'),
+	'PUBLIC cannot submit');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -82,7 +82,7 @@ SELECT result FROM idemjob.jobs WHERE id = :'s';
 -- 1.5 is the same jsonb value but not the same text: a different result
 SELECT * FROM idemjob.complete_attempt(:'s1', '{"n": 1.5, "big": 123456789012345678901234567890, "z": null}');
 
--- deleting a finished job deletes its attempts and race log with it
+-- deleting a finished job deletes its attempts; since 1.1 its race log stays (I10)
 SELECT count(*) FROM idemjob.attempts WHERE job_id = :'r';
 DELETE FROM idemjob.jobs WHERE id = :'r';
 SELECT count(*) FROM idemjob.attempts WHERE job_id = :'r';

@@ -121,10 +121,13 @@ SET idemjob.require_certified_failover = off;
 RESET ROLE;
 DROP ROLE idemjob_app;
 
--- a contract changed by raw SQL is seen at once (the per-backend cache is invalidated)
+-- since 1.1 raw SQL cannot rewrite a contract (IJ005); a new version from
+-- define_contract is seen at once (the per-backend cache is invalidated)
 SELECT job_id AS r FROM idemjob.submit('ctr', 'doc-r', 'summarize', '{}', 'primary-ai') \gset
 SELECT id AS r1 FROM idemjob.start_attempt(:'r') \gset
 UPDATE idemjob.contracts SET output_schema = '{"type": "array"}', version = version + 1 WHERE intent = 'summarize';
+SELECT version AS before_version FROM idemjob.contracts WHERE intent = 'summarize' \gset
+SELECT idemjob.define_contract('summarize', '{"type": "array"}') > :before_version AS new_version;
 SELECT outcome FROM idemjob.complete_attempt(:'r1', '{"summary": "ok", "lang": "en"}');
 SELECT id AS r2 FROM idemjob.start_attempt(:'r') \gset
 SELECT outcome FROM idemjob.complete_attempt(:'r2', '["ok"]');

@@ -1,81 +1,256 @@
--- raw DML that would break the invariants is refused with IJ005 (I8)
-\set VERBOSITY sqlstate
+-- Raw DML on the extension's tables (I8, CONTRACT.md "Raw DML"), as the
+-- superuser that runs the tests: what the guards refuse (IJ005, with a
+-- DETAIL naming what is wrong), what they let through, and that a guard
+-- fired anywhere but where the extension declares it raises an error
+-- instead of crashing the backend (1.0 crashed).
 
-SELECT job_id AS j FROM idemjob.submit('raw', 'job-1', 'charge', '{"amount": 1}') \gset
+-- one line per statement: SQLSTATE, message and DETAIL, ids masked
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	st text;
+	msg text;
+	det text;
+BEGIN
+	EXECUTE sql;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		det = PG_EXCEPTION_DETAIL;
+	RETURN regexp_replace(st || ': ' || msg || CASE WHEN det <> '' THEN ' | ' || det ELSE '' END,
+		'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<id>', 'g');
+END
+$$;
 
--- a job's identity cannot change
-UPDATE idemjob.jobs SET idempotency_key = 'job-2' WHERE id = :'j';
-UPDATE idemjob.jobs SET owner_id = 'mallory' WHERE id = :'j';
-UPDATE idemjob.jobs SET params = '{"amount": 1000}' WHERE id = :'j';
-UPDATE idemjob.jobs SET intent = 'refund' WHERE id = :'j';
-UPDATE idemjob.jobs SET provider = 'cheap-ai' WHERE id = :'j';
-UPDATE idemjob.jobs SET id = idemjob.uuid_v7() WHERE id = :'j';
--- nor its version go backwards (forwards is a fence)
-UPDATE idemjob.jobs SET version = version + 1 WHERE id = :'j';
-UPDATE idemjob.jobs SET version = 0 WHERE id = :'j';
--- nor its attempt count, and a result comes with its winner
-UPDATE idemjob.jobs SET attempt_count = -1 WHERE id = :'j';
-UPDATE idemjob.jobs SET result = '{"forged": true}' WHERE id = :'j';
-UPDATE idemjob.jobs SET completed_by = idemjob.uuid_v7() WHERE id = :'j';
--- harmless columns may change
-UPDATE idemjob.jobs SET updated_at = now() WHERE id = :'j';
-SELECT id AS a1 FROM idemjob.start_attempt(:'j') \gset
-SELECT read_version FROM idemjob.attempts WHERE id = :'a1';
+--
+-- 1. Where a guard fires.  The 1.0 crash: jobs_guard on a temporary table.
+--
+CREATE TEMP TABLE x (id int4, state idemjob.job_state, version int8,
+	attempt_count int4, completed_by uuid, result jsonb, completed_at timestamptz);
+SELECT pg_temp.try($$CREATE TRIGGER g BEFORE INSERT ON x FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard()$$);
+SELECT pg_temp.try($$INSERT INTO x VALUES (1, 'succeeded', 0, 0, NULL, NULL, NULL)$$);
+DROP TRIGGER g ON x;
+-- every guard function, row level and statement level, on a foreign table:
+-- an error (09000), never a crash
+SELECT f, lvl, pg_temp.try(format(
+		'CREATE TRIGGER g BEFORE INSERT OR UPDATE OR DELETE ON x FOR EACH %s EXECUTE FUNCTION idemjob.%s(); '
+		'INSERT INTO x VALUES (1, ''succeeded'', 0, 0, NULL, NULL, NULL); DROP TRIGGER g ON x', lvl, f))
+FROM unnest('{jobs_guard,attempts_guard,race_log_guard,contracts_guard,certifications_guard,spent_keys_guard}'::text[]) f,
+	unnest('{ROW,STATEMENT}'::text[]) lvl
+ORDER BY 1, 2;
+-- AFTER UPDATE on the foreign table (the firing jobs_guard has for updates)
+INSERT INTO x VALUES (1, 'succeeded', 0, 0, NULL, NULL, NULL);
+SELECT pg_temp.try($$CREATE TRIGGER g AFTER UPDATE ON x FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard(); UPDATE x SET version = 1$$);
+SELECT pg_temp.try($$CREATE TRIGGER g AFTER UPDATE ON x FOR EACH ROW EXECUTE FUNCTION idemjob.attempts_guard(); UPDATE x SET version = 1$$);
+-- a table named like the real one, with the same columns, in another schema
+CREATE TEMP TABLE jobs (LIKE idemjob.jobs INCLUDING DEFAULTS);
+SELECT pg_temp.try($$CREATE TRIGGER g BEFORE INSERT ON pg_temp.jobs FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard();
+	INSERT INTO pg_temp.jobs (owner_id, idempotency_key, intent, provider) VALUES ('o', 'k', 'i', 'p')$$);
+DROP TABLE pg_temp.jobs;
+-- the truncate guard and the contract-cache trigger check too
+SELECT pg_temp.try($$CREATE TRIGGER g BEFORE TRUNCATE ON x FOR EACH STATEMENT EXECUTE FUNCTION idemjob.truncate_guard(); TRUNCATE x$$);
+SELECT pg_temp.try($$CREATE TRIGGER g BEFORE INSERT ON x FOR EACH ROW EXECUTE FUNCTION idemjob.truncate_guard(); INSERT INTO x (id) VALUES (2)$$);
+SELECT pg_temp.try($$CREATE TRIGGER g AFTER INSERT ON x FOR EACH STATEMENT EXECUTE FUNCTION idemjob.contracts_changed(); INSERT INTO x (id) VALUES (2)$$);
+SELECT pg_temp.try($$CREATE TRIGGER g AFTER INSERT ON x FOR EACH ROW EXECUTE FUNCTION idemjob.contracts_changed(); INSERT INTO x (id) VALUES (2)$$);
+SELECT count(*) AS rows_in_x FROM x;
+DROP TABLE x;
 
--- no attempt can be inserted by hand, so never a second one in doubt
-INSERT INTO idemjob.attempts (job_id, owner_id, attempt_no, provider, read_version)
-  VALUES (:'j', 'raw', 2, 'default', 1);
--- an attempt's identity cannot change, nor its state go where the machine does not
-UPDATE idemjob.attempts SET read_version = 5 WHERE id = :'a1';
-UPDATE idemjob.attempts SET provider = 'x' WHERE id = :'a1';
-UPDATE idemjob.attempts SET attempt_no = 7 WHERE id = :'a1';
--- allowed moves keep the job's state in step: unknown makes it in doubt,
--- cancelled frees it
-UPDATE idemjob.attempts SET state = 'unknown' WHERE id = :'a1';
-SELECT state FROM idemjob.jobs WHERE id = :'j';
-UPDATE idemjob.attempts SET state = 'started' WHERE id = :'a1';
-UPDATE idemjob.attempts SET state = 'cancelled' WHERE id = :'a1';
-SELECT state FROM idemjob.jobs WHERE id = :'j';
-UPDATE idemjob.attempts SET state = 'started' WHERE id = :'a1';
-UPDATE idemjob.attempts SET state = 'unknown' WHERE id = :'a1';
--- a job in flight and a single attempt cannot be deleted
-DELETE FROM idemjob.jobs WHERE id = :'j';
-DELETE FROM idemjob.attempts WHERE id = :'a1';
-TRUNCATE idemjob.attempts;
-TRUNCATE idemjob.jobs CASCADE;
-SELECT count(*) FROM idemjob.attempts WHERE job_id = :'j';
+-- on the right schema but the wrong table, or the right table but the
+-- wrong firing (each attempt rolled back, so nothing stays attached)
+SELECT job_id AS pj FROM idemjob.submit('guards', 'firing', 'charge') \gset
+SELECT pg_temp.try($$CREATE TRIGGER g BEFORE INSERT ON idemjob.race_log FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard();
+	INSERT INTO idemjob.race_log (job_id, owner_id, attempt_id, expected_version, found_version, reason, result_sha256, result_bytes, provider)
+	VALUES (idemjob.uuid_v7(), 'o', idemjob.uuid_v7(), 0, 1, 'version_moved', sha256(''), 2, 'p')$$);
+SELECT pg_temp.try(format($$CREATE TRIGGER g BEFORE UPDATE ON idemjob.jobs FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard();
+	UPDATE idemjob.jobs SET state = state WHERE id = %L$$, :'pj'));
+SELECT pg_temp.try(format($$CREATE TRIGGER g AFTER UPDATE ON idemjob.jobs FOR EACH STATEMENT EXECUTE FUNCTION idemjob.jobs_guard();
+	UPDATE idemjob.jobs SET state = state WHERE id = %L$$, :'pj'));
+SELECT pg_temp.try(format($$CREATE TRIGGER g AFTER INSERT ON idemjob.attempts FOR EACH ROW EXECUTE FUNCTION idemjob.attempts_guard();
+	INSERT INTO idemjob.attempts (job_id, owner_id, attempt_no, provider, read_version) VALUES (%L, 'guards', 1, 'default', 0)$$, :'pj'));
+SELECT pg_temp.try($$CREATE TRIGGER g BEFORE INSERT ON idemjob.jobs FOR EACH STATEMENT EXECUTE FUNCTION idemjob.truncate_guard();
+	INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider) VALUES ('o', 'k', 'i', 'p')$$);
+SELECT pg_temp.try($$CREATE TRIGGER g AFTER INSERT ON idemjob.contracts FOR EACH ROW EXECUTE FUNCTION idemjob.contracts_changed();
+	INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('i', 1, '{}')$$);
+-- the extension's own triggers are the only ones left
+SELECT tgrelid::regclass AS tab, tgname, tgfoid::regproc AS fn
+FROM pg_trigger WHERE NOT tgisinternal
+	AND tgrelid::regclass::text LIKE 'idemjob.%'
+ORDER BY 1, 2;
 
--- a written result cannot be rewritten, and a final job never moves
-SELECT outcome FROM idemjob.complete_attempt(:'a1', '{"ok": true}');
-UPDATE idemjob.jobs SET result = '{"ok": false}' WHERE id = :'j';
-UPDATE idemjob.jobs SET completed_by = NULL, result = NULL WHERE id = :'j';
-UPDATE idemjob.jobs SET state = 'pending' WHERE id = :'j';
-UPDATE idemjob.jobs SET state = 'cancelled' WHERE id = :'j';
-UPDATE idemjob.attempts SET state = 'superseded' WHERE id = :'a1';
-UPDATE idemjob.attempts SET state = 'failed' WHERE id = :'a1';
-SELECT state, result FROM idemjob.jobs WHERE id = :'j';
+--
+-- 2. UPDATE of jobs: no column the extension defines may change, in any state
+--
+SELECT id AS a1 FROM idemjob.start_attempt(:'pj') \gset
+SELECT c, pg_temp.try(format('UPDATE idemjob.jobs SET %I = %s WHERE id = %L', c, e, :'pj'))
+FROM (VALUES ('id', 'idemjob.uuid_v7()'), ('owner_id', '''mallory'''),
+	('idempotency_key', '''other'''), ('intent', '''refund'''),
+	('params', '''{"amount": 1000}'''), ('provider', '''cheap-ai'''),
+	('state', '''pending'''), ('version', 'version + 1'),
+	('attempt_count', 'attempt_count - 1'), ('completed_by', 'idemjob.uuid_v7()'),
+	('result', '''{"forged": true}'''), ('created_at', 'created_at - interval ''1 day'''),
+	('updated_at', 'updated_at + interval ''1 day'''), ('completed_at', 'now()'),
+	('cancel_reason', '''why not'''), ('priority', 'priority + 10'),
+	('run_at', 'run_at + interval ''1 hour'''), ('max_attempts', '3'),
+	('error', '''{"code": "x"}''')) v(c, e);
+-- an assignment that changes nothing passes; the job is as it was
+SELECT pg_temp.try(format('UPDATE idemjob.jobs SET state = state, params = params, result = result WHERE id = %L', :'pj'));
+SELECT state, version, attempt_count, result FROM idemjob.jobs WHERE id = :'pj';
+-- a column a DBA added is theirs to change (the guard re-reads the table's shape)
+BEGIN;
+ALTER TABLE idemjob.jobs ADD COLUMN note text;
+SELECT pg_temp.try(format('UPDATE idemjob.jobs SET note = %L WHERE id = %L', 'checked', :'pj'));
+SELECT pg_temp.try(format('UPDATE idemjob.jobs SET note = NULL, priority = 5 WHERE id = %L', :'pj'));
+ALTER TABLE idemjob.jobs DROP COLUMN note;
+SELECT pg_temp.try(format('UPDATE idemjob.jobs SET priority = 5 WHERE id = %L', :'pj'));
+ROLLBACK;
 
--- jobs may be inserted by hand only as fresh pending jobs
-INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider)
-  VALUES ('raw', 'manual', 'charge', 'default');
-SELECT state, version, attempt_count, substr(id::text, 15, 1) AS uuid_version
-  FROM idemjob.jobs WHERE idempotency_key = 'manual';
-INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider, state)
-  VALUES ('raw', 'manual-2', 'charge', 'default', 'succeeded');
-INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider, version)
-  VALUES ('raw', 'manual-3', 'charge', 'default', 4);
--- and the unique constraint holds for raw SQL too
-INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider)
-  VALUES ('raw', 'manual', 'charge', 'default');
--- I3 is a partial unique index, whatever the triggers do
-SELECT indexdef FROM pg_indexes WHERE indexname = 'attempts_one_in_doubt';
+--
+-- 3. UPDATE of attempts: the same; raw state changes no longer move the job
+--
+SELECT c, pg_temp.try(format('UPDATE idemjob.attempts SET %I = %s WHERE id = %L', c, e, :'a1'))
+FROM (VALUES ('id', 'idemjob.uuid_v7()'), ('job_id', 'idemjob.uuid_v7()'),
+	('owner_id', '''mallory'''), ('attempt_no', '7'), ('provider', '''x'''),
+	('state', '''unknown'''), ('read_version', '5'), ('worker', '''w'''),
+	('started_at', 'started_at - interval ''1 hour'''), ('deadline', 'NULL'),
+	('finished_at', 'now()'), ('error', '''{"code": "x"}'''),
+	('result_sha256', 'sha256(''x'')'), ('unknown_at', 'now()'),
+	('dropped_result', '''{}''')) v(c, e);
+SELECT a.state AS attempt, j.state AS job FROM idemjob.attempts a
+	JOIN idemjob.jobs j ON j.id = a.job_id WHERE a.id = :'a1';
 
--- a final job may be deleted, with its attempts
-DELETE FROM idemjob.jobs WHERE id = :'j';
-SELECT count(*) FROM idemjob.attempts WHERE job_id = :'j';
+--
+-- 4. The 1.0 findings (issue 8, item 4), each refused now
+--
+-- an attempt moved to succeeded by UPDATE, then a second attempt winning
+SELECT pg_temp.try(format($$UPDATE idemjob.attempts SET state = 'succeeded', finished_at = now() WHERE id = %L$$, :'a1'));
+SELECT pg_temp.try(format($$UPDATE idemjob.attempts SET state = 'cancelled', finished_at = now() WHERE id = %L$$, :'a1'));
+-- a second attempt in doubt, inserted raw: the row is consistent on its
+-- own, and I3's unique index refuses it
+SELECT pg_temp.try(format($$INSERT INTO idemjob.attempts (job_id, owner_id, attempt_no, provider, read_version) VALUES (%L, 'guards', 2, 'default', 0)$$, :'pj'));
+SELECT count(*) AS attempts, count(*) FILTER (WHERE state = 'started') AS started
+	FROM idemjob.attempts WHERE job_id = :'pj';
+-- a job cancelled without a version bump (a late result then moved the final job)
+SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET state = 'cancelled', completed_at = now() WHERE id = %L$$, :'pj'));
+-- a forged result with a winner that does not exist; succeeded with no result
+SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET state = 'succeeded', result = '{"forged": 1}', completed_by = idemjob.uuid_v7(), version = version + 1, completed_at = now() WHERE id = %L$$, :'pj'));
+SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET state = 'succeeded', version = version + 1, completed_at = now() WHERE id = %L$$, :'pj'));
+-- counters set to their maximum
+SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET attempt_count = 2147483647 WHERE id = %L$$, :'pj'));
+SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET version = 9223372036854775807 WHERE id = %L$$, :'pj'));
+-- the job still works through the functions: the one attempt wins
+SELECT outcome, job_version FROM idemjob.complete_attempt(:'a1', '{"ok": true}');
+SELECT state, version, attempt_count, completed_by = :'a1' AS winner_a1, result
+	FROM idemjob.jobs WHERE id = :'pj';
+-- a final job's state, version and counters cannot move
+SELECT c, pg_temp.try(format('UPDATE idemjob.jobs SET %s WHERE id = %L', c, :'pj'))
+FROM (VALUES ($$state = 'pending', completed_at = NULL, result = NULL, completed_by = NULL$$),
+	($$state = 'cancelled'$$), ('version = version + 1'), ('version = 0'),
+	('attempt_count = attempt_count + 1'), ($$result = '{"ok": false}'$$)) v(c);
+SELECT pg_temp.try(format($$UPDATE idemjob.attempts SET state = 'superseded' WHERE id = %L$$, :'a1'));
+SELECT state, version, attempt_count, result FROM idemjob.jobs WHERE id = :'pj';
+-- raw job inserts skipping the name-length checks
+SELECT c, pg_temp.try(format($$INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider) VALUES (%s)$$, c))
+FROM (VALUES ($$'', 'k', 'i', 'p'$$), ($$'o', '', 'i', 'p'$$), ($$'o', 'k', '', 'p'$$),
+	($$'o', 'k', 'i', ''$$), ($$repeat('o', 256), 'k', 'i', 'p'$$),
+	($$'o', repeat('k', 256), 'i', 'p'$$), ($$'o', 'k', repeat('i', 256), 'p'$$),
+	($$'o', 'k', 'i', repeat('p', 256)$$), ($$'o', repeat('é', 128), 'i', 'p'$$)) v(c);
+-- 255 bytes is the limit, not 255 characters
+SELECT pg_temp.try($$INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider) VALUES ('guards' || repeat('g', 249), repeat('é', 127) || 'k', repeat('i', 255), repeat('p', 255))$$);
+SELECT octet_length(owner_id), octet_length(idempotency_key), length(idempotency_key) FROM idemjob.jobs WHERE owner_id = 'guards' || repeat('g', 249);
+-- contracts and certifications written directly
+SELECT idemjob.define_contract('guards-summary', '{"type": "object", "required": ["summary"]}');
+SELECT provider, contract_version FROM idemjob.certify_provider('guards-summary', 'backup-ai', '{"suite": "v1"}');
+SELECT provider, revoke_reason FROM idemjob.revoke_provider('guards-summary', 'backup-ai', 'failed the suite');
+SELECT pg_temp.try($$UPDATE idemjob.certifications SET revoked_at = NULL, revoke_reason = NULL WHERE intent = 'guards-summary'$$);
+SELECT pg_temp.try($$UPDATE idemjob.certifications SET evidence = '{"suite": "forged"}' WHERE intent = 'guards-summary'$$);
+SELECT pg_temp.try($$UPDATE idemjob.contracts SET output_schema = '{"type": "array"}' WHERE intent = 'guards-summary'$$);
+SELECT pg_temp.try($$UPDATE idemjob.contracts SET output_schema = '{"type": "array"}', version = version + 1 WHERE intent = 'guards-summary'$$);
+SELECT pg_temp.try($$UPDATE idemjob.contracts SET updated_at = updated_at WHERE intent = 'guards-summary'$$);
+-- a schema define_contract() refuses is refused raw too
+SELECT pg_temp.try($$SELECT idemjob.define_contract('raw', '{"type": "object", "frobnicate": 1}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, '{"type": "object", "frobnicate": 1}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, '{"$ref": "#/$defs/nowhere"}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, '{"minLength": -1}')$$);
+-- nor one whose evaluation could multiply without bound (a $ref chain that
+-- doubles at each of 60 levels): refused by the same compile
+SELECT left(pg_temp.try(format($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, %L)$$,
+	jsonb_build_object('$ref', '#/$defs/d0', '$defs', (SELECT jsonb_object_agg('d' || n, CASE WHEN n = 60
+		THEN '{"type": "string"}'::jsonb
+		ELSE jsonb_build_object('allOf', jsonb_build_array(jsonb_build_object('$ref', '#/$defs/d' || (n + 1)),
+			jsonb_build_object('$ref', '#/$defs/d' || (n + 1)))) END) FROM generate_series(0, 60) n)))), 90) AS refused;
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 0, '{}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('', 1, '{}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 2147483647, '{}')$$);
+-- contracts and certifications are not deleted (nor truncated)
+SELECT pg_temp.try($$DELETE FROM idemjob.certifications WHERE intent = 'guards-summary'$$);
+SELECT pg_temp.try($$DELETE FROM idemjob.contracts WHERE intent = 'guards-summary'$$);
+SELECT pg_temp.try($$TRUNCATE idemjob.contracts CASCADE$$);
+SELECT pg_temp.try($$TRUNCATE idemjob.certifications$$);
+SELECT intent, version, output_schema FROM idemjob.contracts WHERE intent = 'guards-summary';
+SELECT provider, contract_version, revoked_at IS NOT NULL AS revoked, revoke_reason FROM idemjob.certifications WHERE intent = 'guards-summary';
+-- inconsistent certifications
+SELECT c, pg_temp.try(format($$INSERT INTO idemjob.certifications (intent, provider, contract_version, revoked_at, revoke_reason) VALUES (%s)$$, c))
+FROM (VALUES ($$'guards-summary', 'p2', 1, now(), NULL$$), ($$'guards-summary', 'p2', 1, NULL, 'why'$$),
+	($$'guards-summary', 'p2', 0, NULL, NULL$$), ($$'guards-summary', '', 1, NULL, NULL$$),
+	($$'guards-summary', repeat('p', 256), 1, NULL, NULL$$)) v(c);
+-- without the owner's rights, no raw write reaches the tables at all
+CREATE ROLE guards_admin;
+SELECT idemjob.grant_capability('guards_admin', 'admin');
+SET ROLE guards_admin;
+SELECT pg_temp.try($$INSERT INTO idemjob.certifications (intent, provider, contract_version) VALUES ('guards-summary', 'p3', 1)$$);
+SELECT pg_temp.try($$UPDATE idemjob.jobs SET priority = 1$$);
+SELECT pg_temp.try($$DELETE FROM idemjob.race_log$$);
+RESET ROLE;
+SELECT idemjob.revoke_capability('guards_admin', 'admin');
+DROP ROLE guards_admin;
 
--- the messages say what and why
+--
+-- 5. UPDATE of race_log and spent_keys: refused outright
+--
+SELECT job_id AS lj FROM idemjob.submit('guards', 'race', 'charge') \gset
+SELECT id AS l1 FROM idemjob.start_attempt(:'lj') \gset
+SELECT state FROM idemjob.cancel_attempt(:'l1', 'stuck', fence => true);
+SELECT id AS l2 FROM idemjob.start_attempt(:'lj') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'l2', '{"n": 2}');
+SELECT outcome FROM idemjob.complete_attempt(:'l1', '{"n": 1}');
+SELECT reason, expected_version, found_version FROM idemjob.race_log WHERE job_id = :'lj';
+SELECT pg_temp.try(format($$UPDATE idemjob.race_log SET result_sha256 = sha256('tampered') WHERE job_id = %L$$, :'lj'));
+SELECT pg_temp.try(format($$UPDATE idemjob.race_log SET reason = reason WHERE job_id = %L$$, :'lj'));
+INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id, final_state, completed_at)
+	VALUES ('guards', 'spent', sha256('r'), idemjob.uuid_v7(), 'succeeded', now());
+SELECT pg_temp.try($$UPDATE idemjob.spent_keys SET final_state = 'failed' WHERE owner_id = 'guards'$$);
+SELECT pg_temp.try($$UPDATE idemjob.spent_keys SET idempotency_key = idempotency_key WHERE owner_id = 'guards'$$);
+
+--
+-- 6. DELETE and TRUNCATE
+--
+SELECT job_id AS dj FROM idemjob.submit('guards', 'in-flight', 'charge') \gset
+SELECT id AS d1 FROM idemjob.start_attempt(:'dj') \gset
+SELECT pg_temp.try(format('DELETE FROM idemjob.jobs WHERE id = %L', :'dj'));
+SELECT pg_temp.try(format('DELETE FROM idemjob.attempts WHERE id = %L', :'d1'));
+SELECT pg_temp.try(format('DELETE FROM idemjob.attempts WHERE id = %L', :'l1'));
+SELECT pg_temp.try($$TRUNCATE idemjob.attempts$$);
+SELECT pg_temp.try($$TRUNCATE idemjob.jobs CASCADE$$);
+SELECT count(*) AS jobs FROM idemjob.jobs WHERE owner_id = 'guards';
+-- a final job goes with its attempts; its race-log rows stay
+SELECT pg_temp.try(format('DELETE FROM idemjob.jobs WHERE id = %L', :'lj'));
+SELECT count(*) AS attempts FROM idemjob.attempts WHERE job_id = :'lj';
+SELECT count(*) AS race_log FROM idemjob.race_log WHERE job_id = :'lj';
+-- race-log rows and spent keys may be deleted, even truncated
+SELECT pg_temp.try(format('DELETE FROM idemjob.race_log WHERE job_id = %L', :'lj'));
+SELECT pg_temp.try($$DELETE FROM idemjob.spent_keys WHERE idempotency_key = 'spent'$$);
+BEGIN;
+SELECT pg_temp.try($$TRUNCATE idemjob.race_log, idemjob.spent_keys$$);
+ROLLBACK;
+
+--
+-- 7. The messages say what and why
+--
 \set VERBOSITY default
 INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, provider)
-  VALUES ('01a23729-5c23-7683-afae-79918f3848fc', 'raw', 'job-msg', 'charge', 'default');
-DELETE FROM idemjob.jobs WHERE idempotency_key = 'job-msg';
+	VALUES ('01a23729-5c23-7683-afae-79918f3848fd', 'guards', 'msg', 'charge', 'default');
+UPDATE idemjob.jobs SET state = 'cancelled' WHERE id = '01a23729-5c23-7683-afae-79918f3848fd';
+DELETE FROM idemjob.jobs WHERE id = '01a23729-5c23-7683-afae-79918f3848fd';
+INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, provider, state, version, attempt_count)
+	VALUES ('01a23729-5c23-7683-afae-79918f3848fc', 'guards', 'msg-2', 'charge', 'default', 'succeeded', 1, 1);
+TRUNCATE idemjob.jobs CASCADE;
+\set VERBOSITY sqlstate

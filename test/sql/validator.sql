@@ -344,3 +344,31 @@ SELECT pg_temp.deep((repeat('{"allOf": [', 5000) || '{"type": "string"}' || repe
 -- moderately deep ones give an answer, with the full path
 SELECT length(idemjob.validate('{"type": "array", "items": {"$ref": "#"}}',
                                (repeat('[', 1000) || '1' || repeat(']', 1000))::jsonb)->>'path') AS path_length;
+
+--
+-- uniqueItems names the first item that repeats an earlier one, and the
+-- earlier one; equality is JSON equality at any depth (1 = 1.0 = 1e0)
+--
+SELECT v, pg_temp.try('{"uniqueItems": true}', v)
+  FROM (VALUES ('["b", "a", "b", "a"]'::jsonb), ('[0, -0]'), ('[100, 1e2]'),
+               ('[1, "1", true, [1], {"a": 1}, null, false, 1.0]'),
+               ('[{"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}]'),
+               ('[[1, 2], [2, 1], {"1": 2}, {"2": 1}]'), ('[{"a": 1}, {"a": 1, "b": 2}]')) t(v);
+
+--
+-- pattern: simple patterns (anchors, literals, classes, \d \w \s, ".",
+-- quantifiers) are matched without the regex engine; the answer is the
+-- engine's, under the C collation (\w, \d, \s are ASCII only)
+--
+SELECT p, s, pg_temp.try(jsonb_build_object('pattern', p), to_jsonb(s)) = 'valid' AS valid,
+       s COLLATE "C" ~ p AS engine
+  FROM (VALUES ('^SKU-[0-9]+$', 'SKU-00012'), ('^SKU-[0-9]+$', 'SKU-'), ('^SKU-[0-9]+$', 'xSKU-1'),
+               ('^[a-z0-9-]+$', 'pay-2026'), ('^[a-z0-9-]+$', 'Pay'), ('^[a-z0-9-]+$', ''),
+               ('abc', 'xxabcxx'), ('abc$', 'abcx'), ('', 'anything'), ('^$', ''), ('^$', ' '),
+               ('^.$', 'é'), ('^.{2}$', 'é日'), ('^.{2}$', 'é'), ('^\w$', 'é'), ('^\d$', '٤'),
+               ('^\d{4}-\d{2}-\d{2}$', '2026-12-03'), ('^\d{4}-\d{2}-\d{2}$', '2026-1-03'),
+               ('^\w+@\w+\.com$', 'a_b@c.com'), ('^\w+@\w+\.com$', 'a@c.org'),
+               ('^[\w.-]*$', 'a.b-c'), ('^[\w.-]*$', 'a b'), (E'^\\s*$', E' \t '),
+               ('^a?b*c+$', 'c'), ('^a?b*c+$', 'abbc'), ('^a?b*c+$', 'aab'),
+               ('x{2,3}', 'axxb'), ('^x{2,3}$', 'xxxx'), ('^x{2,}$', 'xxxxx'), ('^\$\.\*$', '$.*'),
+               ('^[^a]$', 'é'), ('^(ab)+$', 'abab'), ('^a|b$', 'xb')) t(p, s);

@@ -1,0 +1,549 @@
+/*-------------------------------------------------------------------------
+ *
+ * rights.c
+ *	  Who may call what, with whose rights the functions run, and which
+ *	  owner a caller is bound to (the security model of CONTRACT.md).
+ *
+ * Rights.  The SQL functions are plain C functions (not SECURITY DEFINER):
+ * EXECUTE on them is what a capability grants.  Around their table access
+ * (ij_connect / ij_finish in spi_plans.c) they switch the current user to
+ * the extension's owner, the owner of schema idemjob, with
+ * SECURITY_LOCAL_USERID_CHANGE, as PostgreSQL's own RI triggers do; so
+ * callers need no privilege on any table.  An error anywhere inside is
+ * safe: (sub)transaction abort restores the user the (sub)transaction
+ * started with.  The switch costs two function calls, where SECURITY
+ * DEFINER with a pinned search_path would cost a GUC nesting level per
+ * call.  Every name in the SQL the functions run is qualified, so the
+ * caller's search_path and pg_temp never matter.
+ *
+ * Capabilities.  grant_capability() grants what one capability needs
+ * (USAGE on the schema, EXECUTE on its functions, SELECT on the tables and
+ * views for operator and admin) and records it in idemjob.capabilities;
+ * revoke_capability() takes back only what none of the role's remaining
+ * capabilities needs.  Only the extension's owner (and its members) and
+ * superusers may call them.
+ *
+ * Owner binding.  idemjob.owner_binding (superuser only) ties a role's
+ * calls to one owner: the role's name, or the value of another setting
+ * (as a pooler or an HTTP layer sets per request), or one member of that
+ * setting's JSON object.  ij_bound_owner() reads it at call time.
+ *
+ * src/rights.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
+
+#include "idemjob.h"
+
+PG_FUNCTION_INFO_V1(idemjob_grant_capability);
+PG_FUNCTION_INFO_V1(idemjob_revoke_capability);
+PG_FUNCTION_INFO_V1(idemjob_owner_visible);
+PG_FUNCTION_INFO_V1(idemjob_trusted_path);
+
+char	   *idemjob_owner_binding = NULL;
+
+/* the owner of schema idemjob, looked up once, dropped when it changes */
+static Oid	owner_cache = InvalidOid;
+
+/* the user each nesting level of ij_connect() switched away from */
+#define MAX_SWITCH_DEPTH 64
+static Oid	saved_user[MAX_SWITCH_DEPTH];
+static int	saved_sec[MAX_SWITCH_DEPTH];
+static int	switch_depth = 0;
+
+static void
+owner_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	owner_cache = InvalidOid;
+}
+
+void
+ij_rights_init(void)
+{
+	CacheRegisterSyscacheCallback(NAMESPACEOID, owner_inval_callback, (Datum) 0);
+}
+
+/* a (sub)transaction abort restored the user; forget what was saved */
+void
+ij_rights_abort(void)
+{
+	switch_depth = 0;
+}
+
+Oid
+ij_extension_owner(void)
+{
+	if (!OidIsValid(owner_cache))
+	{
+		Oid			nsp = get_namespace_oid("idemjob", false);
+		HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for namespace %u", nsp);
+		owner_cache = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+		ReleaseSysCache(tup);
+	}
+	return owner_cache;
+}
+
+/* switch to the extension's owner; ij_unswitch_user() goes back */
+void
+ij_switch_user(void)
+{
+	Oid			owner = ij_extension_owner();
+
+	if (switch_depth >= MAX_SWITCH_DEPTH)
+		elog(ERROR, "idemjob functions nested too deeply");
+	GetUserIdAndSecContext(&saved_user[switch_depth], &saved_sec[switch_depth]);
+	SetUserIdAndSecContext(owner,
+						   saved_sec[switch_depth] | SECURITY_LOCAL_USERID_CHANGE);
+	switch_depth++;
+}
+
+void
+ij_unswitch_user(void)
+{
+	Assert(switch_depth > 0);
+	switch_depth--;
+	SetUserIdAndSecContext(saved_user[switch_depth], saved_sec[switch_depth]);
+}
+
+/* the role that called the outermost idemjob function */
+Oid
+ij_caller(void)
+{
+	return switch_depth > 0 ? saved_user[0] : GetUserId();
+}
+
+/*
+ * idemjob.trusted_path(): true while one of the extension's functions
+ * changes its tables.  The WHEN clause of the update guards.
+ */
+Datum
+idemjob_trusted_path(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(idemjob_trusted_depth > 0);
+}
+
+/*
+ * Owner binding
+ */
+typedef enum
+{
+	BIND_OFF,
+	BIND_ROLE,
+	BIND_SETTING
+} BindMode;
+
+/* parse a binding; the setting's name and JSON key are returned in place */
+static bool
+parse_binding(const char *value, BindMode *mode, char **setting, char **key)
+{
+	const char *p;
+	const char *slash;
+
+	*setting = *key = NULL;
+	if (value == NULL || strcmp(value, "off") == 0 || value[0] == '\0')
+	{
+		*mode = BIND_OFF;
+		return true;
+	}
+	if (strcmp(value, "role") == 0)
+	{
+		*mode = BIND_ROLE;
+		return true;
+	}
+	if (strncmp(value, "setting:", 8) != 0)
+		return false;
+	p = value + 8;
+	slash = strchr(p, '/');
+	if (slash == NULL)
+		*setting = pstrdup(p);
+	else
+	{
+		*setting = pnstrdup(p, slash - p);
+		*key = pstrdup(slash + 1);
+		if ((*key)[0] == '\0')
+			return false;
+	}
+	if ((*setting)[0] == '\0')
+		return false;
+	*mode = BIND_SETTING;
+	return true;
+}
+
+bool
+ij_check_owner_binding(char **newval, void **extra, GucSource source)
+{
+	BindMode	mode;
+	char	   *setting;
+	char	   *key;
+
+	if (!parse_binding(*newval, &mode, &setting, &key))
+	{
+		GUC_check_errdetail("idemjob.owner_binding must be \"off\", \"role\", \"setting:NAME\" or \"setting:NAME/KEY\".");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A JSON object's top-level member, as text, found with PostgreSQL's JSON
+ * lexer: a string member's value, or a number's text.  Malformed JSON, no
+ * such member, or a member that is not a string or number gives NULL.
+ */
+static char *
+json_member(const char *json, const char *key)
+{
+	JsonLexContext *lex;
+	JsonParseErrorType rc;
+	JsonTokenType tok;
+	int			depth = 0;
+	bool		expect_key = false;
+	bool		take = false;
+	char	   *result = NULL;
+
+	lex = makeJsonLexContextCstringLen((char *) json, strlen(json),
+									   GetDatabaseEncoding(), true);
+
+	/* a walk over the tokens: a top-level object, its keys at depth 1 */
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		rc = json_lex(lex);
+		if (rc != JSON_SUCCESS)
+			return NULL;
+		tok = lex->token_type;
+		if (tok == JSON_TOKEN_END)
+			break;
+		switch (tok)
+		{
+			case JSON_TOKEN_OBJECT_START:
+			case JSON_TOKEN_ARRAY_START:
+				if (take)
+					return NULL;	/* the member is not a scalar */
+				if (depth == 0 && tok != JSON_TOKEN_OBJECT_START)
+					return NULL;
+				depth++;
+				expect_key = (tok == JSON_TOKEN_OBJECT_START && depth == 1);
+				break;
+			case JSON_TOKEN_OBJECT_END:
+			case JSON_TOKEN_ARRAY_END:
+				depth--;
+				break;
+			case JSON_TOKEN_COMMA:
+				if (depth == 1)
+					expect_key = true;
+				break;
+			case JSON_TOKEN_COLON:
+				break;
+			case JSON_TOKEN_STRING:
+			case JSON_TOKEN_NUMBER:
+			case JSON_TOKEN_TRUE:
+			case JSON_TOKEN_FALSE:
+			case JSON_TOKEN_NULL:
+				if (depth == 1 && expect_key)
+				{
+					expect_key = false;
+					take = (tok == JSON_TOKEN_STRING && lex->strval != NULL &&
+							strcmp(lex->strval->data, key) == 0);
+					break;
+				}
+				if (take)
+				{
+					if (tok == JSON_TOKEN_STRING)
+						result = pstrdup(lex->strval->data);
+					else if (tok == JSON_TOKEN_NUMBER)
+						result = pnstrdup(lex->token_start,
+										  lex->token_terminator - lex->token_start);
+					else
+						return NULL;	/* true, false, null: no owner */
+					take = false;
+				}
+				break;
+			default:
+				return NULL;
+		}
+	}
+	return result;
+}
+
+/*
+ * The owner the caller is bound to, or NULL when idemjob.owner_binding is
+ * off.  A binding whose value is missing or empty is 42501: a bound role
+ * never acts for nobody, or for everybody.
+ */
+text *
+ij_bound_owner(void)
+{
+	BindMode	mode;
+	char	   *setting;
+	char	   *key;
+	const char *value;
+
+	if (!parse_binding(idemjob_owner_binding, &mode, &setting, &key))
+		elog(ERROR, "invalid idemjob.owner_binding");
+	switch (mode)
+	{
+		case BIND_OFF:
+			return NULL;
+		case BIND_ROLE:
+			return cstring_to_text(GetUserNameFromId(ij_caller(), false));
+		case BIND_SETTING:
+			break;
+	}
+
+	value = GetConfigOption(setting, true, false);
+	if (value != NULL && value[0] != '\0' && key != NULL)
+		value = json_member(value, key);
+	if (value == NULL || value[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("no owner is bound to this session"),
+				 errdetail("idemjob.owner_binding is \"%s\", and %s%s%s is %s.",
+						   idemjob_owner_binding,
+						   key ? "member \"" : "", key ? key : "",
+						   key ? psprintf("\" of setting \"%s\"", setting) :
+						   psprintf("setting \"%s\"", setting),
+						   value == NULL ? "not set" : "empty"),
+				 errhint("Set the owner for this request before calling idemjob.")));
+	if (strlen(value) > IDEMJOB_MAX_NAME_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the owner bound to this session is too long"),
+				 errdetail("It is %zu bytes long; the limit is %d bytes.",
+						   strlen(value), IDEMJOB_MAX_NAME_BYTES)));
+	return cstring_to_text(value);
+}
+
+/*
+ * submit() for owner_id: 42501 unless the binding allows it.
+ */
+void
+ij_check_submit_owner(text *owner_id)
+{
+	text	   *bound = ij_bound_owner();
+
+	if (bound != NULL && !ij_text_eq(PointerGetDatum(owner_id), bound))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to submit for owner \"%s\"",
+						text_to_cstring(owner_id)),
+				 errdetail("This session is bound to owner \"%s\" (idemjob.owner_binding).",
+						   text_to_cstring(bound))));
+}
+
+/*
+ * May the caller see a row of owner_id?  With no binding, always.
+ */
+bool
+ij_owner_visible(Datum owner_id)
+{
+	text	   *bound = ij_bound_owner();
+
+	return bound == NULL || ij_text_eq(owner_id, bound);
+}
+
+/*
+ * idemjob.owner_visible(owner_id): the views' row filter.
+ */
+Datum
+idemjob_owner_visible(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(ij_owner_visible(PG_GETARG_DATUM(0)));
+}
+
+/*
+ * Capabilities
+ */
+typedef enum
+{
+	CAP_CLIENT = 1 << 0,
+	CAP_WORKER = 1 << 1,
+	CAP_OPERATOR = 1 << 2,
+	CAP_ADMIN = 1 << 3
+} Capability;
+
+/* each capability includes the ones below it */
+#define TO_CLIENT	(CAP_CLIENT | CAP_OPERATOR | CAP_ADMIN)
+#define TO_WORKER	(CAP_WORKER | CAP_OPERATOR | CAP_ADMIN)
+#define TO_BOTH		(CAP_CLIENT | CAP_WORKER | CAP_OPERATOR | CAP_ADMIN)
+#define TO_OPERATOR	(CAP_OPERATOR | CAP_ADMIN)
+#define TO_ADMIN	(CAP_ADMIN)
+
+typedef struct
+{
+	const char *privilege;		/* what GRANT/REVOKE take */
+	int			capabilities;	/* the capabilities that need it */
+} CapabilityGrant;
+
+static const CapabilityGrant grants[] = {
+	{"USAGE ON SCHEMA idemjob", TO_BOTH},
+	{"EXECUTE ON FUNCTION idemjob.validate(pg_catalog.jsonb, pg_catalog.jsonb)", TO_BOTH},
+	{"EXECUTE ON FUNCTION idemjob.job(pg_catalog.uuid)", TO_BOTH},
+	{"EXECUTE ON FUNCTION idemjob.submit(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.int4, pg_catalog.int4)", TO_CLIENT},
+	{"EXECUTE ON FUNCTION idemjob.await_job(pg_catalog.uuid, pg_catalog.interval)", TO_CLIENT},
+	{"EXECUTE ON FUNCTION idemjob.cancel_job(pg_catalog.uuid, pg_catalog.text)", TO_CLIENT},
+	{"EXECUTE ON FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4, pg_catalog.interval, pg_catalog.interval)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.start_attempt(pg_catalog.uuid, pg_catalog.text, pg_catalog.interval, pg_catalog.text)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.heartbeat(pg_catalog.uuid, pg_catalog.interval)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.complete_attempt(pg_catalog.uuid, pg_catalog.jsonb)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.fail_attempt(pg_catalog.uuid, pg_catalog.jsonb, pg_catalog.bool)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.mark_unknown(pg_catalog.uuid, pg_catalog.text)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.cancel_attempt(pg_catalog.uuid, pg_catalog.text, pg_catalog.bool)", TO_OPERATOR},
+	{"EXECUTE ON FUNCTION idemjob.expire_attempts()", TO_OPERATOR},
+	{"EXECUTE ON FUNCTION idemjob.purge(pg_catalog.interval, pg_catalog.int4)", TO_OPERATOR},
+	{"EXECUTE ON FUNCTION idemjob.purge_race_log(pg_catalog.interval)", TO_OPERATOR},
+	{"EXECUTE ON FUNCTION idemjob.owner_visible(pg_catalog.text)", TO_OPERATOR},
+	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats", TO_OPERATOR},
+	{"EXECUTE ON FUNCTION idemjob.define_contract(pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
+	{"EXECUTE ON FUNCTION idemjob.certify_provider(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
+	{"EXECUTE ON FUNCTION idemjob.revoke_provider(pg_catalog.text, pg_catalog.text, pg_catalog.text)", TO_ADMIN},
+};
+
+static const struct
+{
+	const char *name;
+	Capability	cap;
+}			capability_names[] = {
+	{"client", CAP_CLIENT},
+	{"worker", CAP_WORKER},
+	{"operator", CAP_OPERATOR},
+	{"admin", CAP_ADMIN},
+};
+
+static IjPlan record_capability = {
+	"INSERT INTO idemjob.capabilities (grantee, capability) VALUES ($1, $2)"
+	" ON CONFLICT (grantee, capability) DO NOTHING",
+	2, {REGROLEOID, TEXTOID}, NULL
+};
+
+static IjPlan forget_capability = {
+	"DELETE FROM idemjob.capabilities"
+	" WHERE grantee OPERATOR(pg_catalog.=) $1"
+	" AND capability OPERATOR(pg_catalog.=) $2",
+	2, {REGROLEOID, TEXTOID}, NULL
+};
+
+static IjPlan held_capabilities = {
+	"SELECT capability FROM idemjob.capabilities"
+	" WHERE grantee OPERATOR(pg_catalog.=) $1",
+	1, {REGROLEOID}, NULL
+};
+
+/* arguments of grant_capability and revoke_capability, checked */
+static Capability
+capability_args(FunctionCallInfo fcinfo, Oid *role)
+{
+	char	   *name;
+	Oid			caller = GetUserId();
+	int			i;
+
+	ij_require(fcinfo, 0, "role");
+	ij_require(fcinfo, 1, "capability");
+	*role = PG_GETARG_OID(0);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	for (i = 0; i < (int) lengthof(capability_names); i++)
+		if (strcmp(name, capability_names[i].name) == 0)
+			break;
+	if (i == (int) lengthof(capability_names))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown capability \"%s\"", name),
+				 errhint("The capabilities are client, worker, operator and admin.")));
+
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, ij_extension_owner()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to change idemjob capabilities"),
+				 errdetail("Only the owner of extension idemjob and superusers can grant or revoke capabilities.")));
+	if (!OidIsValid(*role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a capability is granted to a role, not to PUBLIC")));
+	return capability_names[i].cap;
+}
+
+static void
+run_acl(const char *verb, const char *privilege, const char *prep, Oid role)
+{
+	char	   *sql = psprintf("%s %s %s %s", verb, privilege, prep,
+							   quote_identifier(GetUserNameFromId(role, false)));
+
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute failed: %s", sql);
+}
+
+/*
+ * idemjob.grant_capability(role, capability) RETURNS void
+ */
+Datum
+idemjob_grant_capability(PG_FUNCTION_ARGS)
+{
+	Oid			role;
+	Capability	cap = capability_args(fcinfo, &role);
+	Datum		args[2];
+	int			i;
+
+	ij_connect();
+	for (i = 0; i < (int) lengthof(grants); i++)
+		if (grants[i].capabilities & cap)
+			run_acl("GRANT", grants[i].privilege, "TO", role);
+	args[0] = ObjectIdGetDatum(role);
+	args[1] = PG_GETARG_DATUM(1);
+	ij_exec(&record_capability, args, NULL);
+	ij_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * idemjob.revoke_capability(role, capability) RETURNS void
+ *
+ * Takes back what this capability gave and none of the role's other
+ * capabilities (as recorded by grant_capability) needs.
+ */
+Datum
+idemjob_revoke_capability(PG_FUNCTION_ARGS)
+{
+	Oid			role;
+	Capability	cap = capability_args(fcinfo, &role);
+	int			keep = 0;
+	Datum		args[2];
+	int			i,
+				j,
+				n;
+
+	ij_connect();
+	args[0] = ObjectIdGetDatum(role);
+	args[1] = PG_GETARG_DATUM(1);
+	ij_exec(&forget_capability, args, NULL);
+	n = ij_exec(&held_capabilities, args, NULL);
+	for (i = 0; i < n; i++)
+	{
+		char	   *held = TextDatumGetCString(ij_col_nn(i, 1));
+
+		for (j = 0; j < (int) lengthof(capability_names); j++)
+			if (strcmp(held, capability_names[j].name) == 0)
+				keep |= capability_names[j].cap;
+	}
+	for (i = 0; i < (int) lengthof(grants); i++)
+		if ((grants[i].capabilities & cap) && !(grants[i].capabilities & keep))
+			run_acl("REVOKE", grants[i].privilege, "FROM", role);
+	ij_finish();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,57 @@
+-- test/dump/fill.sql: a 1.1 database with something in every idemjob table.
+-- Run as a superuser with psql -v ON_ERROR_STOP=1, after CREATE EXTENSION
+-- idemjob, the role app_client existing.
+--
+--   k-purged-1, k-purged-2  finished, then purged by idemjob.purge() when
+--                           it is written (else they stay as jobs)
+--   (test/upgrade/fill.sql) jobs and attempts in every state, both race
+--                           reasons, contracts, certifications, one revoked
+--   k-scheduled             pending, run_at tomorrow, priority 5, max 3
+--   k-race-kept             a loser whose payload is kept (dropped_result)
+--   spent_keys              one raw row (o1, k-spent-raw), as a restore
+--                           writes it
+--   capabilities            app_client: client
+
+\set ON_ERROR_STOP 1
+SET client_min_messages = warning;
+
+-- purged jobs: spent keys written by the extension itself
+SELECT job_id AS j FROM idemjob.submit('o1', 'k-purged-1', 'ship', '{"to": "Oslo"}', 'p1') \gset
+SELECT id AS a FROM idemjob.start_attempt(:'j') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'a', '{"tracking": "T-0"}') \gset
+SELECT job_id AS j FROM idemjob.submit('o1', 'k-purged-2', 'ship', '{"to": "Rome"}', 'p1') \gset
+SELECT state FROM idemjob.cancel_job(:'j', 'not needed') \gset
+SELECT pg_sleep(0.01) \gset
+DO $$
+BEGIN
+	PERFORM idemjob.purge('0 seconds');
+EXCEPTION WHEN internal_error THEN
+	-- purge() not written yet: the two jobs stay
+	NULL;
+END
+$$;
+
+\ir ../upgrade/fill.sql
+SET client_min_messages = warning;
+
+SELECT job_id AS j FROM idemjob.submit('o1', 'k-scheduled', 'pay', '{"amount": 11}', 'p1',
+	run_at => pg_catalog.now() + interval '1 day', priority => 5, max_attempts => 3) \gset
+
+SET idemjob.keep_dropped_results = on;
+SELECT job_id AS j FROM idemjob.submit('o1', 'k-race-kept', 'pay', '{"amount": 12}', 'p1') \gset
+SELECT id AS a1 FROM idemjob.start_attempt(:'j') \gset
+SELECT state FROM idemjob.cancel_attempt(:'a1', 'stuck', true) \gset
+SELECT id AS a2 FROM idemjob.start_attempt(:'j') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'a2', '{"ok": true, "ref": "r-12"}') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'a1', '{"ok": true, "ref": "late-12"}') \gset
+RESET idemjob.keep_dropped_results;
+
+-- a spent key as a restore writes it: raw INSERT by a superuser
+INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id,
+								final_state, completed_at, purged_at)
+VALUES ('o1', 'k-spent-raw', sha256('pay/p1/{"amount": 13}'), idemjob.uuid_v7(),
+		'succeeded', now() - interval '2 days', now() - interval '1 day');
+
+SELECT idemjob.grant_capability('app_client', 'client') \gset
+
+RESET client_min_messages;
