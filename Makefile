@@ -15,7 +15,10 @@ OBJS = \
 	src/contracts.o \
 	src/validator.o \
 	src/rights.o \
-	src/stubs_tmp.o
+	src/claim.o \
+	src/await.o \
+	src/sweeper.o \
+	src/retention.o \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 

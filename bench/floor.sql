@@ -1,6 +1,7 @@
 -- bench/floor.sql
 --
--- The floor: the tables, constraints and indexes of sql/idemjob--1.0.sql,
+-- The floor: the tables, constraints and indexes of idemjob 1.1 (sql/idemjob--1.0.sql
+-- and sql/idemjob--1.0--1.1.sql),
 -- copied into schema "floor" without the guard triggers and without the
 -- function layer.  The workloads in bench/workloads/floor/ do, in bare SQL,
 -- the database work a correct implementation needs; the distance between
@@ -42,6 +43,10 @@ CREATE TABLE floor.jobs (
 	updated_at		timestamptz NOT NULL DEFAULT now(),
 	completed_at	timestamptz,
 	cancel_reason	text,
+	priority		integer NOT NULL DEFAULT 0,
+	run_at			timestamptz NOT NULL DEFAULT now(),
+	max_attempts	integer,
+	error			jsonb,
 	CONSTRAINT jobs_pkey PRIMARY KEY (id),
 	CONSTRAINT jobs_owner_key UNIQUE (owner_id, idempotency_key)
 );
@@ -61,6 +66,8 @@ CREATE TABLE floor.attempts (
 	finished_at		timestamptz,
 	error			jsonb,
 	result_sha256	bytea,
+	unknown_at		timestamptz,
+	dropped_result	jsonb,
 	CONSTRAINT attempts_pkey PRIMARY KEY (id),
 	CONSTRAINT attempts_job_attempt_no_key UNIQUE (job_id, attempt_no),
 	CONSTRAINT attempts_job_id_fkey FOREIGN KEY (job_id)
@@ -76,6 +83,18 @@ CREATE INDEX attempts_started_deadline
 	ON floor.attempts (deadline)
 	WHERE state = 'started' AND deadline IS NOT NULL;
 
+CREATE INDEX attempts_unknown
+	ON floor.attempts (unknown_at)
+	WHERE state = 'unknown';
+
+CREATE INDEX jobs_claim
+	ON floor.jobs (priority DESC, run_at, id)
+	WHERE state = 'pending';
+
+CREATE INDEX jobs_active
+	ON floor.jobs (intent, state, run_at)
+	WHERE state IN ('pending', 'running', 'in_doubt');
+
 CREATE TABLE floor.race_log (
 	logged_at			timestamptz NOT NULL DEFAULT clock_timestamp(),
 	job_id				uuid NOT NULL,
@@ -88,8 +107,7 @@ CREATE TABLE floor.race_log (
 	result_sha256		bytea NOT NULL,
 	result_bytes		integer NOT NULL,
 	late_by				interval,
-	CONSTRAINT race_log_job_id_fkey FOREIGN KEY (job_id)
-		REFERENCES floor.jobs (id) ON DELETE CASCADE,
+	provider			text COLLATE "C" NOT NULL,
 	CONSTRAINT race_log_reason_check
 		CHECK (reason IN ('slot_taken', 'version_moved'))
 );

@@ -109,4 +109,32 @@ SELECT created, state, result FROM idemjob.submit('user-42', 'summarize-q3-repor
 SELECT demo_refusal(format($$UPDATE idemjob.jobs SET result = '{"summary": "forged"}' WHERE id = %L$$, :'doc')) AS refused;
 
 \echo
+\echo '13. A job system around it: an HTTP handler submits and waits; a worker claims.'
+\echo '    The worker claims the job (FOR UPDATE SKIP LOCKED, one statement) and its provider fails;'
+\echo '    the job goes back to pending with a backoff (retry_backoff x 2^(attempt-1)).'
+SET idemjob.retry_backoff = '2s';
+SELECT job_id AS w FROM idemjob.submit('user-7', 'translate-42', 'translate', '{"text": "Hallo"}',
+	'primary-ai', max_attempts => 2) \gset
+SELECT attempt_no, provider, deadline IS NOT NULL AS has_deadline
+  FROM idemjob.claim('worker-1', ARRAY['translate'], timeout => '30 seconds') \gset c_
+SELECT state, error FROM idemjob.fail_attempt((SELECT id FROM idemjob.attempts WHERE job_id = :'w'),
+	'{"code": "rate_limited"}');
+SELECT state, run_at > now() AS backing_off, run_at - now() AS backoff FROM idemjob.job(:'w');
+\echo '    Not claimable before its run_at; claim(wait => ...) waits inside the server until it is due.'
+SELECT count(*) AS claimed_now FROM idemjob.claim('worker-1', ARRAY['translate']);
+SELECT attempt_no AS second_attempt FROM idemjob.claim('worker-1', ARRAY['translate'], wait => '5 seconds');
+\echo '    The second attempt fails too: max_attempts (2) is reached, the job ends failed, and says why.'
+SELECT state FROM idemjob.fail_attempt((SELECT id FROM idemjob.attempts WHERE job_id = :'w' AND attempt_no = 2),
+	'{"code": "rate_limited"}');
+SELECT state, error FROM idemjob.job(:'w');
+SELECT created, state FROM idemjob.submit('user-7', 'translate-42', 'translate', '{"text": "Hallo"}', 'primary-ai');
+
+\echo
+\echo '14. await_job: a handler waits in the server for the result a worker commits.'
+SELECT job_id AS aw FROM idemjob.submit('user-7', 'translate-43', 'translate', '{"text": "Welt"}', 'primary-ai') \gset
+SELECT id AS aw1 FROM idemjob.start_attempt(:'aw', worker => 'worker-2') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'aw1', '{"text": "World"}');
+SELECT state, result FROM idemjob.await_job(:'aw', '2 seconds');
+
+\echo
 \echo 'Done: one job per intent, one winner per job, every late result accounted for.'

@@ -164,12 +164,23 @@ ALTER TABLE idemjob.race_log ADD CONSTRAINT race_log_reason_check
 CREATE INDEX jobs_claim
 	ON idemjob.jobs (priority DESC, run_at, id)
 	WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state;
+-- claim() of one intent (a worker per intent): that intent's due pending
+-- jobs in claim order, so other intents' due jobs are never scanned
+CREATE INDEX jobs_claim_intent
+	ON idemjob.jobs (intent, priority DESC, run_at, id)
+	WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state;
 
 -- queue_stats: jobs not yet final, by intent
 CREATE INDEX jobs_active
 	ON idemjob.jobs (intent, state, run_at)
 	WHERE state OPERATOR(pg_catalog.=) ANY
 		('{pending,running,in_doubt}'::idemjob.job_state[]);
+
+-- purge(): final jobs, oldest first, without scanning the live ones
+CREATE INDEX jobs_final
+	ON idemjob.jobs (completed_at)
+	WHERE state OPERATOR(pg_catalog.=) ANY
+		('{succeeded,failed,cancelled}'::idemjob.job_state[]);
 
 --
 -- Spent keys: what stays of a purged job, so that its key never runs again
@@ -369,14 +380,19 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 --
 -- Views for operators
 --
+-- in_doubt reads attempts through a partial index of the attempts in
+-- flight and each job by its primary key (a subquery: a join would let the
+-- planner hash all of jobs)
 CREATE VIEW idemjob.in_doubt WITH (security_barrier) AS
-SELECT a.job_id, a.owner_id, j.intent, a.id AS attempt_id, a.attempt_no,
+SELECT a.job_id, a.owner_id,
+	(SELECT j.intent FROM idemjob.jobs j
+	 WHERE j.id OPERATOR(pg_catalog.=) a.job_id) AS intent,
+	a.id AS attempt_id, a.attempt_no,
 	a.provider, a.worker, a.state, a.started_at, a.deadline, a.unknown_at,
 	COALESCE(a.unknown_at, a.deadline) AS in_doubt_since,
 	pg_catalog.now() OPERATOR(pg_catalog.-)
 		COALESCE(a.unknown_at, a.deadline) AS age
 FROM idemjob.attempts a
-	JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id
 WHERE (a.state OPERATOR(pg_catalog.=) 'unknown'::idemjob.attempt_state
 	   OR (a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state
 		   AND a.deadline IS NOT NULL

@@ -32,6 +32,7 @@
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "access/xact.h"
+#include "commands/async.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -113,10 +114,50 @@ static IjPlan job_in_doubt = {
 
 static IjPlan job_failed = {
 	"UPDATE idemjob.jobs SET state = 'failed'::idemjob.job_state,"
-	" version = version OPERATOR(pg_catalog.+) 1,"
+	" version = version OPERATOR(pg_catalog.+) 1, error = $2,"
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
+	2, {UUIDOID, JSONBOID}, NULL
+};
+
+/*
+ * The retry policy, when an attempt ends without a winner and the job is
+ * free again: the job is pending, due after retry_backoff x 2^(attempts-1)
+ * capped at retry_backoff_max ($3, $4 in ms); or, once attempt_count has
+ * reached its max_attempts ($2 when the job has none), terminal failed.
+ */
+#define RETRY_SPENT "attempt_count OPERATOR(pg_catalog.>=) COALESCE(max_attempts, $2)"
+static IjPlan job_retry = {
+	"UPDATE idemjob.jobs SET"
+	" state = CASE WHEN " RETRY_SPENT " THEN 'failed'::idemjob.job_state"
+	" ELSE 'pending'::idemjob.job_state END,"
+	" version = CASE WHEN " RETRY_SPENT " THEN version OPERATOR(pg_catalog.+) 1"
+	" ELSE version END,"
+	" completed_at = CASE WHEN " RETRY_SPENT " THEN pg_catalog.now() ELSE completed_at END,"
+	" error = CASE WHEN " RETRY_SPENT " THEN pg_catalog.jsonb_build_object("
+	" 'code'::pg_catalog.text, 'max_attempts'::pg_catalog.text, 'last'::pg_catalog.text, $5)"
+	" ELSE error END,"
+	" run_at = CASE WHEN " RETRY_SPENT " THEN run_at"
+	" ELSE pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
+	" LEAST($3 OPERATOR(pg_catalog.*) pg_catalog.power(2::pg_catalog.float8,"
+	" LEAST(GREATEST(attempt_count OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), $4)"
+	" OPERATOR(pg_catalog./) 1000::pg_catalog.float8) END,"
+	" updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
+	" RETURNING state::pg_catalog.text, intent,"
+	" run_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
+	5, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID}, NULL
+};
+
+/* cancel_attempt: the job is free again, and due at once */
+static IjPlan release_job_now = {
+	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state,"
+	" run_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
+	" RETURNING intent",
 	1, {UUIDOID}, NULL
 };
 
@@ -146,6 +187,7 @@ static IjPlan expire = {
 	"  error = '{\"code\": \"unknown\", \"reason\": \"deadline\"}'::pg_catalog.jsonb"
 	"  WHERE state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
 	"  AND deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
+	"  AND ($1::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $1)"
 	"  RETURNING job_id),"
 	" y AS ("
 	"  UPDATE idemjob.jobs j SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
@@ -153,7 +195,7 @@ static IjPlan expire = {
 	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state"
 	"  RETURNING 1)"
 	" SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x",
-	0, {InvalidOid}, NULL
+	1, {TEXTOID}, NULL
 };
 
 bool
@@ -183,7 +225,8 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 		!ij_owner_visible(ij_col_nn(0, 5)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
-				 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id))));
+				 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id)),
+				 ij_errfields("attempts", psprintf("attempt_id=%s", ij_uuid_str(attempt_id)))));
 	a->id = attempt_id;
 	a->job_id = ij_col_nn(0, 1);
 	a->state = TextDatumGetCString(ij_col_nn(0, 2));
@@ -197,6 +240,49 @@ void
 ij_release_job(Datum job_id)
 {
 	ij_exec(&release_job, &job_id, NULL);
+}
+
+/*
+ * Notifications, sent at commit (NOTIFY semantics): "idemjob" with the
+ * intent when a job becomes due now, "idemjob_done" with the job id when a
+ * job becomes final.
+ */
+void
+ij_notify_due(const char *intent)
+{
+	if (idemjob_notify)
+		Async_Notify("idemjob", intent);
+}
+
+void
+ij_notify_done(Datum job_id)
+{
+	if (idemjob_notify)
+		Async_Notify("idemjob_done", ij_uuid_str(job_id));
+}
+
+/*
+ * The job's attempt ended without a winner (a retryable failure, a
+ * rejected result): apply the retry policy.  error is the attempt's.
+ */
+void
+ij_job_retry(Datum job_id, Jsonb *error)
+{
+	Datum		args[5];
+	char	   *state;
+
+	args[0] = job_id;
+	args[1] = Int32GetDatum(idemjob_max_attempts);
+	args[2] = Float8GetDatum((double) idemjob_retry_backoff_ms);
+	args[3] = Float8GetDatum((double) idemjob_retry_backoff_max_ms);
+	args[4] = JsonbPGetDatum(error);
+	if (ij_exec(&job_retry, args, NULL) == 0)
+		return;
+	state = TextDatumGetCString(ij_col_nn(0, 1));
+	if (strcmp(state, "failed") == 0)
+		ij_notify_done(job_id);
+	else if (DatumGetBool(ij_col_nn(0, 3)))
+		ij_notify_due(TextDatumGetCString(ij_col_nn(0, 2)));
 }
 
 /* the job's attempt is now unknown: the job is in doubt */
@@ -213,7 +299,9 @@ invalid_transition(IjAttempt *a, const char *to, const char *hint)
 			(errcode(ERRCODE_IJ_INVALID_TRANSITION),
 			 errmsg("attempt %s cannot become %s", ij_uuid_str(a->id), to),
 			 errdetail("The attempt is %s.", a->state),
-			 hint ? errhint("%s", hint) : 0));
+			 hint ? errhint("%s", hint) : 0,
+			 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
+											   ij_uuid_str(a->id), ij_uuid_str(a->job_id), a->state))));
 }
 
 /* write an attempt's new state and note; leaves the row as result row 0 */
@@ -311,7 +399,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	if (n == 1 && !ij_owner_visible(ij_col_nn(0, 1)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
-				 errmsg("job %s does not exist", ij_uuid_str(job_id))));
+				 errmsg("job %s does not exist", ij_uuid_str(job_id)),
+				 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id)))));
 
 	if (n == 0)
 	{
@@ -324,7 +413,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 			!ij_owner_visible(ij_col_nn(0, 4)))
 			ereport(ERROR,
 					(errcode(ERRCODE_IJ_NOT_FOUND),
-					 errmsg("job %s does not exist", ij_uuid_str(job_id))));
+					 errmsg("job %s does not exist", ij_uuid_str(job_id)),
+					 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id)))));
 		state = TextDatumGetCString(ij_col_nn(0, 1));
 		job_provider = ij_col_nn(0, 2);
 		intent = TextDatumGetCString(ij_col_nn(0, 3));
@@ -336,6 +426,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_IJ_JOB_FINISHED),
 					 errmsg("job %s is already finished", ij_uuid_str(job_id)),
 					 errdetail("The job is %s; no new attempt can start.", state),
+					 ij_errfields("jobs", psprintf("job_id=%s state=%s", ij_uuid_str(job_id), state)),
 					 errhint("Read the job's outcome, or submit a new request with a new idempotency key.")));
 
 		if (!ij_text_eq(job_provider, provider) &&
@@ -347,6 +438,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 							text_to_cstring(provider), intent),
 					 errdetail("Job %s targets provider \"%s\"; a failover must go to a provider certified under the intent's current output contract.",
 							   ij_uuid_str(job_id), TextDatumGetCString(job_provider)),
+					 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id))),
 					 errhint("Certify the provider with idemjob.certify_provider() after it passes the contract's tests.")));
 
 		if (ij_exec(&find_in_doubt, &job_id, NULL) > 0)
@@ -375,6 +467,12 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					 errdetail("Attempt %s is %s%s%s.", ij_uuid_str(a_id), a_state,
 							   dnull ? "" : ", deadline ",
 							   dnull ? "" : DatumGetCString(DirectFunctionCall1(timestamptz_out, a_deadline))),
+					 ij_errfields("attempts",
+								  psprintf("job_id=%s attempt_id=%s state=%s%s%s retry_after=%d",
+										   ij_uuid_str(job_id), ij_uuid_str(a_id), a_state,
+										   dnull ? "" : " deadline=",
+										   dnull ? "" : ij_iso_utc(DatumGetTimestampTz(a_deadline)),
+										   ij_retry_after(!dnull, dnull ? 0 : DatumGetTimestampTz(a_deadline)))),
 					 errhint("Wait for its result, or resolve it with idemjob.complete_attempt(), idemjob.fail_attempt() or idemjob.cancel_attempt() before starting another.")));
 		}
 
@@ -427,9 +525,16 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 	{
 		set_state(&a, "failed", error, true);
 		if (retryable)
-			ij_release_job(a.job_id);
+			ij_job_retry(a.job_id, error);
 		else
-			ij_exec(&job_failed, &a.job_id, NULL);
+		{
+			Datum		fargs[2];
+
+			fargs[0] = a.job_id;
+			fargs[1] = JsonbPGetDatum(error);
+			if (ij_exec(&job_failed, fargs, NULL) == 1)
+				ij_notify_done(a.job_id);
+		}
 		ij_exec(&attempt_row, &a.id, NULL);
 	}
 	else
@@ -502,7 +607,8 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	if (ij_in_doubt(a.state))
 	{
 		set_state(&a, "cancelled", note, true);
-		ij_release_job(a.job_id);
+		if (ij_exec(&release_job_now, &a.job_id, NULL) == 1)
+			ij_notify_due(TextDatumGetCString(ij_col_nn(0, 1)));
 	}
 	else if (strcmp(a.state, "cancelled") != 0)
 		invalid_transition(&a, "cancelled",
@@ -534,8 +640,11 @@ idemjob_expire_attempts(PG_FUNCTION_ARGS)
 {
 	int32		n;
 
+	text	   *bound = ij_bound_owner();	/* a bound caller: its own only */
+	Datum		arg = PointerGetDatum(bound);
+
 	ij_connect();
-	ij_exec(&expire, NULL, NULL);
+	ij_exec(&expire, &arg, bound ? NULL : "n");
 	n = DatumGetInt32(ij_col_nn(0, 1));
 	ij_finish();
 	PG_RETURN_INT32(n);

@@ -68,9 +68,9 @@ static IjPlan cas = {
 static IjPlan attempt_done = {
 	"UPDATE idemjob.attempts SET state = $2::pg_catalog.text::idemjob.attempt_state,"
 	" finished_at = pg_catalog.now(), result_sha256 = $3,"
-	" error = COALESCE($4, error)"
+	" error = COALESCE($4, error), dropped_result = $5"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
-	4, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID}, NULL
+	5, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID}, NULL
 };
 
 static IjPlan job_after_loss = {
@@ -151,6 +151,8 @@ already_completed(IjAttempt *a)
 			 errmsg("attempt %s was already completed with a different result",
 					ij_uuid_str(a->id)),
 			 errdetail("The attempt is %s; a result is accepted once per attempt.", a->state),
+			 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
+											   ij_uuid_str(a->id), ij_uuid_str(a->job_id), a->state)),
 			 errhint("Resend the original result to learn the outcome.")));
 }
 
@@ -231,6 +233,8 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_IJ_INVALID_TRANSITION),
 					 errmsg("attempt %s cannot complete", ij_uuid_str(a.id)),
 					 errdetail("The attempt already failed."),
+					 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=failed",
+													   ij_uuid_str(a.id), ij_uuid_str(a.job_id))),
 					 errhint("Start a new attempt if the job is still pending.")));
 		else if (!ij_check_result_contract(a.job_id, result, &violation))
 		{
@@ -263,9 +267,14 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			args[1] = ij_text_datum("failed");
 			args[2] = PointerGetDatum(result_fingerprint(result, NULL));
 			args[3] = JsonbPGetDatum(JsonbValueToJsonb(err));
-			ij_exec(&attempt_done, args, NULL);
+			/* keep_dropped_results: the rejected payload, for compensation */
+			args[4] = JsonbPGetDatum(result);
+			memset(nulls, ' ', sizeof(nulls));
+			nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+			ij_exec(&attempt_done, args, nulls);
+			/* the retry policy: backoff, or failed at max_attempts */
 			if (ij_in_doubt(a.state))
-				ij_release_job(a.job_id);
+				ij_job_retry(a.job_id, DatumGetJsonbP(args[3]));
 			ij_exec(&job_answer, &a.job_id, NULL);
 			outcome = "rejected";
 			out[2] = ij_col_nn(0, 1);
@@ -282,6 +291,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				outcome = "won";
 				out[2] = ij_col_nn(0, 1);
 				out[3] = a.id;
+				ij_notify_done(a.job_id);
 			}
 			else
 			{
@@ -326,6 +336,9 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				args[3] = (Datum) 0;
 				memset(nulls, ' ', sizeof(nulls));
 				nulls[3] = 'n';
+				/* keep_dropped_results: the losing payload, for compensation */
+				args[4] = JsonbPGetDatum(result);
+				nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
 				ij_exec(&attempt_done, args, nulls);
 				if (ij_in_doubt(a.state))
 					ij_release_job(a.job_id);

@@ -370,6 +370,7 @@ no_contract(const char *intent)
 	ereport(ERROR,
 			(errcode(ERRCODE_IJ_NOT_FOUND),
 			 errmsg("intent \"%s\" has no output contract", intent),
+			 ij_errfields("contracts", NULL),
 			 errhint("Define one with idemjob.define_contract() first.")));
 }
 
@@ -443,7 +444,8 @@ idemjob_revoke_provider(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("provider \"%s\" was never certified for intent \"%s\"",
-						text_to_cstring(provider), text_to_cstring(intent))));
+						text_to_cstring(provider), text_to_cstring(intent)),
+				 ij_errfields("certifications", NULL)));
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();
 	PG_RETURN_DATUM(result);

@@ -26,6 +26,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 
 #include "idemjob.h"
 
@@ -42,6 +43,7 @@ bool		idemjob_keep_dropped_results = false;
 int			idemjob_key_retention_s = 0;
 int			idemjob_sweeper_interval_ms = 1000;
 char	   *idemjob_sweeper_databases = NULL;
+bool		idemjob_notify = true;
 
 int			idemjob_trusted_depth = 0;
 
@@ -181,6 +183,15 @@ _PG_init(void)
 							   0,
 							   ij_check_owner_binding, NULL, NULL);
 
+	DefineCustomBoolVariable("idemjob.notify",
+							 "Send the notifications idemjob and idemjob_done at commit.",
+							 "Each notifying commit takes a cluster-wide lock; turn off where no client listens.",
+							 &idemjob_notify,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomIntVariable("idemjob.sweeper_interval",
 							"How often the sweeper runs expire_attempts() (with idemjob in shared_preload_libraries).",
 							"0 turns the sweeper off.",
@@ -210,6 +221,7 @@ _PG_init(void)
 	ij_rights_init();
 	RegisterXactCallback(idemjob_xact_callback, NULL);
 	RegisterSubXactCallback(idemjob_subxact_callback, NULL);
+	ij_sweeper_init();
 }
 
 /*
@@ -344,4 +356,58 @@ ij_note(const char *code, const char *reason)
 	}
 	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	return JsonbValueToJsonb(res);
+}
+
+/*
+ * Machine-readable error fields, for use inside ereport(): schema "idemjob",
+ * table = the table the ids refer to, constraint = a stable list of
+ * key=value pairs separated by single spaces (keys: job_id, attempt_id,
+ * state, deadline, retry_after; values never contain spaces).  Clients read
+ * them as the error's schema_name, table_name and constraint_name fields
+ * instead of parsing DETAIL prose.  kv may be NULL.
+ */
+int
+ij_errfields(const char *table, const char *kv)
+{
+	err_generic_string(PG_DIAG_SCHEMA_NAME, "idemjob");
+	err_generic_string(PG_DIAG_TABLE_NAME, table);
+	if (kv != NULL && kv[0] != '\0')
+		err_generic_string(PG_DIAG_CONSTRAINT_NAME, kv);
+	return 0;
+}
+
+/* a timestamp as ISO 8601 in UTC (2026-01-31T12:00:00.123456Z), whatever DateStyle */
+char *
+ij_iso_utc(TimestampTz ts)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (TIMESTAMP_NOT_FINITE(ts) ||
+		timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		return pstrdup(TIMESTAMP_IS_NOBEGIN(ts) ? "-infinity" : "infinity");
+	return psprintf("%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
+					tm.tm_year, tm.tm_mon, tm.tm_mday,
+					tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
+}
+
+/*
+ * IJ002's retry_after hint in seconds: the time until the in-doubt
+ * attempt's deadline, rounded up, at least 1; without a deadline,
+ * idemjob.attempt_timeout (or 60 s when that is 0).
+ */
+int
+ij_retry_after(bool has_deadline, TimestampTz deadline)
+{
+	int64		us;
+
+	if (!has_deadline)
+		return idemjob_attempt_timeout_ms > 0 ?
+			(idemjob_attempt_timeout_ms + 999) / 1000 : 60;
+	if (TIMESTAMP_NOT_FINITE(deadline))
+		return 1;
+	us = deadline - GetCurrentTimestamp();
+	if (us <= 0)
+		return 1;
+	return (int) Min((us + USECS_PER_SEC - 1) / USECS_PER_SEC, (int64) PG_INT32_MAX);
 }

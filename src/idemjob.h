@@ -11,6 +11,7 @@
 #ifndef IDEMJOB_H
 #define IDEMJOB_H
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "executor/spi.h"
 #include "utils/guc.h"
@@ -46,6 +47,7 @@ extern int	idemjob_key_retention_s;
 extern char *idemjob_owner_binding;
 extern int	idemjob_sweeper_interval_ms;
 extern char *idemjob_sweeper_databases;
+extern bool idemjob_notify;
 
 /*
  * Trusted path.  While one of the extension's own functions changes its
@@ -101,6 +103,9 @@ extern char *ij_uuid_str(Datum uuid);
 extern Datum ij_text_datum(const char *s);
 extern bool ij_text_eq(Datum a, text *b);
 extern Jsonb *ij_note(const char *code, const char *reason);
+extern int	ij_errfields(const char *table, const char *kv);
+extern char *ij_iso_utc(TimestampTz ts);
+extern int	ij_retry_after(bool has_deadline, TimestampTz deadline);
 
 /* attempts.c: an attempt row locked FOR UPDATE */
 typedef struct IjAttempt
@@ -124,6 +129,17 @@ extern void ij_contracts_init(void);
 extern bool ij_check_result_contract(Datum job_id, Jsonb *result,
 									 Jsonb **violation);
 extern bool ij_provider_certified(const char *intent, const char *provider);
+
+/* retention.c: the request fingerprint kept in spent_keys; submit's check */
+extern bytea *ij_request_sha256(text *intent, text *provider, Jsonb *params);
+extern void ij_check_spent_key(text *owner_id, text *key, text *intent,
+							   text *provider, Jsonb *params);
+
+/* claim.c, sweeper.c (and the retry policy and notifications, attempts.c) */
+extern void ij_sweeper_init(void);
+extern void ij_job_retry(Datum job_id, Jsonb *error);
+extern void ij_notify_due(const char *intent);
+extern void ij_notify_done(Datum job_id);
 
 /* validator.c: JSON Schema 2020-12 over jsonb, see validator.h */
 

@@ -23,10 +23,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 
 #include "idemjob.h"
 
@@ -34,11 +36,13 @@ PG_FUNCTION_INFO_V1(idemjob_submit);
 PG_FUNCTION_INFO_V1(idemjob_cancel_job);
 
 static IjPlan insert_job = {
-	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider)"
-	" VALUES ($1, $2, $3, $4, $5, $6)"
+	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider,"
+	" run_at, priority, max_attempts)"
+	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9)"
 	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
 	" RETURNING state",
-	6, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID}, NULL
+	9, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
+	INT4OID, INT4OID}, NULL
 };
 
 static IjPlan find_job = {
@@ -72,13 +76,14 @@ static IjPlan cancel_job = {
 
 /* IJ001: the key was used for another request; detail says what differs */
 static void
-key_conflict(text *key, text *owner_id, const char *detail)
+key_conflict(text *key, text *owner_id, Datum job_id, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_IJ_IDEMPOTENCY_CONFLICT),
 			 errmsg("idempotency key \"%s\" of owner \"%s\" was already used for another request",
 					text_to_cstring(key), text_to_cstring(owner_id)),
 			 errdetail("%s", detail),
+			 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id))),
 			 errhint("Use a new idempotency key for a new request, or resend the original request unchanged.")));
 }
 
@@ -98,7 +103,9 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		text	   *intent;
 		text	   *provider;
 		Jsonb	   *params;
-		Datum		args[6];
+		Datum		args[9];
+		char		nulls[9] = "         ";
+		bool		due;
 		Datum		out[5];
 		bool		outnull[5] = {false, false, false, false, true};
 		TupleDesc	tupdesc;
@@ -110,6 +117,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		ij_require(fcinfo, 1, "idempotency_key");
 		ij_require(fcinfo, 2, "intent");
 		ij_require(fcinfo, 3, "params");
+		ij_require(fcinfo, 6, "priority");
 		owner_id = ij_name_arg(fcinfo, 0, "owner_id", false);
 		key = ij_name_arg(fcinfo, 1, "idempotency_key", false);
 		intent = ij_name_arg(fcinfo, 2, "intent", false);
@@ -117,6 +125,12 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		provider = ij_name_arg(fcinfo, 4, "provider", true);
 		if (provider == NULL)
 			provider = cstring_to_text(idemjob_default_provider);
+		/* scheduling: not part of the request (a replay ignores them) */
+		if (!PG_ARGISNULL(7) && PG_GETARG_INT32(7) < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("argument \"max_attempts\" must be at least 1"),
+					 errhint("Pass NULL to use idemjob.max_attempts.")));
 		ij_check_submit_owner(owner_id);
 
 		funcctx = SRF_FIRSTCALL_INIT();
@@ -128,8 +142,17 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		args[3] = PointerGetDatum(intent);
 		args[4] = JsonbPGetDatum(params);
 		args[5] = PointerGetDatum(provider);
+		args[6] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
+		nulls[6] = PG_ARGISNULL(5) ? 'n' : ' ';
+		args[7] = PG_GETARG_DATUM(6);
+		args[8] = PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7);
+		nulls[8] = PG_ARGISNULL(7) ? 'n' : ' ';
+		due = PG_ARGISNULL(5) ||
+			PG_GETARG_TIMESTAMPTZ(5) <= GetCurrentTransactionStartTimestamp();
 
 		ij_connect();
+		/* a spent key answers before the insert (retention.c) */
+		ij_check_spent_key(owner_id, key, intent, provider, params);
 		for (tries = 0;; tries++)
 		{
 			Datum		j_intent,
@@ -137,12 +160,16 @@ idemjob_submit(PG_FUNCTION_ARGS)
 						j_provider;
 			Datum		fargs[2];
 
-			if (ij_exec(&insert_job, args, NULL) == 1)
+			if (ij_exec(&insert_job, args, nulls) == 1)
 			{
 				out[0] = args[0];
 				out[1] = BoolGetDatum(true);
 				out[2] = ij_col_nn(0, 1);
 				out[3] = Int64GetDatum(0);
+				/* a purged job's key is spent: IJ007 or IJ001 (retention.c) */
+				ij_check_spent_key(owner_id, key, intent, provider, params);
+				if (due)
+					ij_notify_due(text_to_cstring(intent));
 				break;
 			}
 
@@ -162,18 +189,18 @@ idemjob_submit(PG_FUNCTION_ARGS)
 			j_provider = ij_col_nn(0, 4);
 
 			if (!ij_text_eq(j_intent, intent))
-				key_conflict(key, owner_id,
+				key_conflict(key, owner_id, ij_col_nn(0, 1),
 							 psprintf("Job %s has intent \"%s\"; this request has intent \"%s\".",
 									  ij_uuid_str(ij_col_nn(0, 1)),
 									  TextDatumGetCString(j_intent),
 									  text_to_cstring(intent)));
 			if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, j_params,
 												  JsonbPGetDatum(params))))
-				key_conflict(key, owner_id,
+				key_conflict(key, owner_id, ij_col_nn(0, 1),
 							 psprintf("Job %s has different params.",
 									  ij_uuid_str(ij_col_nn(0, 1))));
 			if (!ij_text_eq(j_provider, provider))
-				key_conflict(key, owner_id,
+				key_conflict(key, owner_id, ij_col_nn(0, 1),
 							 psprintf("Job %s has provider \"%s\"; this request has provider \"%s\".",
 									  ij_uuid_str(ij_col_nn(0, 1)),
 									  TextDatumGetCString(j_provider),
@@ -225,7 +252,8 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 		!ij_owner_visible(ij_col_nn(0, 2)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
-				 errmsg("job %s does not exist", ij_uuid_str(args[0]))));
+				 errmsg("job %s does not exist", ij_uuid_str(args[0])),
+				 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(args[0])))));
 	state = TextDatumGetCString(ij_col_nn(0, 1));
 
 	if (strcmp(state, "cancelled") == 0)
@@ -234,9 +262,13 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_JOB_FINISHED),
 				 errmsg("job %s is already finished", ij_uuid_str(args[0])),
-				 errdetail("The job is %s; a finished job cannot be cancelled.", state)));
+				 errdetail("The job is %s; a finished job cannot be cancelled.", state),
+				 ij_errfields("jobs", psprintf("job_id=%s state=%s", ij_uuid_str(args[0]), state))));
 	else
+	{
 		ij_exec(&cancel_job, args, NULL);
+		ij_notify_done(args[0]);
+	}
 
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();

@@ -217,6 +217,16 @@ json_member(const char *json, const char *key)
 	bool		take = false;
 	char	   *result = NULL;
 
+	/*
+	 * Malformed JSON binds nobody: the walk below only lexes, so it would
+	 * take '{"sub":"alice"' or '{"sub" "alice"}'; PostgreSQL's parser
+	 * checks the syntax first (and the stack depth as it recurses).
+	 */
+	lex = makeJsonLexContextCstringLen((char *) json, strlen(json),
+									   GetDatabaseEncoding(), false);
+	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
+		return NULL;
+
 	lex = makeJsonLexContextCstringLen((char *) json, strlen(json),
 									   GetDatabaseEncoding(), true);
 

@@ -70,6 +70,7 @@ stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite
 stage "hostile-input battery" bash test/hostile/run.sh
 stage "soak with history checker (short)" bash test/soak/run.sh --short
 stage "through pgbouncer, transaction pooling" bash test/pgbouncer/run.sh
+stage "client examples (Python, Node, Go; direct and through pgbouncer)" bash test/examples/run.sh
 stage "crash recovery and replica failover (TAP)" bash test/t/run.sh
 stage "benchmark smoke run" env BENCH_PORT=5767 bash bench/run.sh --smoke --no-install
 

@@ -545,6 +545,212 @@ BEGIN
 END
 $gen$;
 
+-- ---------------------------------------------------------------- issue 8 (1.0 findings)
+-- Each case run as the least-privileged role that can reach the function
+-- (hostile.as_role), or as the owner where only the owner can act.
+-- hostile.evil() raises HX666: a trap that runs shows as that SQLSTATE.
+DO $$
+DECLARE r text;
+BEGIN
+	FOREACH r IN ARRAY '{hostile_none,hostile_c,hostile_w,hostile_cw,hostile_a}'::text[] LOOP
+		BEGIN
+			EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+		EXCEPTION WHEN duplicate_object THEN NULL;
+		END;
+	END LOOP;
+END $$;
+SELECT idemjob.grant_capability('hostile_c', 'client'), idemjob.grant_capability('hostile_w', 'worker'),
+	idemjob.grant_capability('hostile_cw', 'client'), idemjob.grant_capability('hostile_cw', 'worker'),
+	idemjob.grant_capability('hostile_a', 'admin');
+GRANT USAGE ON SCHEMA hostile TO PUBLIC;
+GRANT SELECT ON hostile.fixtures, hostile.tfx TO PUBLIC;
+GRANT USAGE ON SEQUENCE hostile.seq TO PUBLIC;
+DROP SCHEMA IF EXISTS hostile_evil CASCADE;
+CREATE SCHEMA hostile_evil AUTHORIZATION hostile_cw;
+GRANT USAGE ON SCHEMA hostile_evil TO PUBLIC;
+
+CREATE FUNCTION hostile.evil() RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'hijacked: the caller''s code ran as %', current_user USING ERRCODE = 'HX666';
+END $$;
+
+-- p_sql as role p_role (SET LOCAL: the case's rollback ends it too)
+CREATE FUNCTION hostile.as_role(p_role text, p_sql text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE format('SET LOCAL ROLE %I', p_role);
+	EXECUTE p_sql;
+	RESET ROLE;
+END $$;
+
+-- the traps: temporary domains named like the types the code uses (made by
+-- the calling role), and operators and functions named like built-ins in
+-- hostile_evil (made by hostile_cw, which owns it)
+CREATE TABLE hostile.traps (name text PRIMARY KEY, sql text);
+INSERT INTO hostile.traps
+SELECT 'domains', string_agg(format('CREATE DOMAIN pg_temp.%I AS %s CHECK (hostile.evil())', t,
+		CASE WHEN t LIKE '%state' THEN 'idemjob.' ELSE 'pg_catalog.' END || t), '; ')
+FROM unnest('{text,int4,int8,jsonb,uuid,bool,timestamptz,bytea,name,job_state,attempt_state}'::text[]) t;
+INSERT INTO hostile.traps
+SELECT 'operators', string_agg(format(
+		'CREATE FUNCTION hostile_evil.f%s(%s, %s) RETURNS %s LANGUAGE sql AS ''SELECT NULL::%s FROM (SELECT hostile.evil()) x''; '
+		'CREATE OPERATOR hostile_evil.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = hostile_evil.f%s)',
+		n, l, r, res, res, op, l, r, n), '; ')
+	|| '; CREATE FUNCTION hostile_evil.now() RETURNS timestamptz LANGUAGE sql AS ''SELECT NULL::timestamptz FROM (SELECT hostile.evil()) x'''
+	|| '; CREATE FUNCTION hostile_evil.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS ''SELECT NULL::timestamptz FROM (SELECT hostile.evil()) x'''
+	|| '; CREATE FUNCTION hostile_evil.sha256(bytea) RETURNS bytea LANGUAGE sql AS ''SELECT NULL::bytea FROM (SELECT hostile.evil()) x'''
+	|| '; CREATE FUNCTION hostile_evil.uuid_v7() RETURNS uuid LANGUAGE sql AS ''SELECT NULL::uuid FROM (SELECT hostile.evil()) x'''
+FROM (SELECT row_number() OVER () AS n, * FROM (VALUES
+	('=', 'idemjob.job_state', 'idemjob.job_state', 'boolean'),
+	('<>', 'idemjob.job_state', 'idemjob.job_state', 'boolean'),
+	('=', 'idemjob.attempt_state', 'idemjob.attempt_state', 'boolean'),
+	('<>', 'idemjob.attempt_state', 'idemjob.attempt_state', 'boolean'),
+	('=', 'text', 'text', 'boolean'),
+	('<>', 'text', 'text', 'boolean'),
+	('=', 'uuid', 'uuid', 'boolean'),
+	('=', 'int8', 'int8', 'boolean'),
+	('+', 'int8', 'int8', 'int8'),
+	('=', 'int4', 'int4', 'boolean'),
+	('+', 'int4', 'int4', 'int4'),
+	('=', 'jsonb', 'jsonb', 'boolean'),
+	('->>', 'jsonb', 'text', 'text'),
+	('<', 'timestamptz', 'timestamptz', 'boolean'),
+	('+', 'timestamptz', 'interval', 'timestamptz'),
+	('-', 'timestamptz', 'timestamptz', 'interval'),
+	('||', 'text', 'text', 'text')) v(op, l, r, res)) o;
+
+-- a timeout fixture's ids, in settings hostile.j and hostile.a
+CREATE FUNCTION hostile.ids(p_name text) RETURNS void
+LANGUAGE sql AS $$
+	SELECT set_config('hostile.j', coalesce(job::text, ''), true),
+		set_config('hostile.a', coalesce(attempt::text, ''), true)
+	FROM (SELECT) d LEFT JOIN hostile.tfx ON name = p_name
+$$;
+
+CREATE FUNCTION hostile.trap(p_name text) RETURNS text
+LANGUAGE sql STABLE AS $$ SELECT sql FROM hostile.traps WHERE name = p_name $$;
+
+DO $gen$
+DECLARE
+	t record;
+	cid int;
+BEGIN
+	FOR t IN SELECT * FROM (VALUES
+		-- least privilege: role, fixture, call (a SELECT)
+		('submit', 'hostile_c', NULL, $$SELECT count(*) FROM idemjob.submit('hown{id}', 'k', 'hi', '{"a": 1}')$$),
+		('cancel_job', 'hostile_c', 'job', $$SELECT count(*) FROM idemjob.cancel_job(hostile.tj('t{id}'), 'r')$$),
+		('start_attempt', 'hostile_w', 'job', $$SELECT count(*) FROM idemjob.start_attempt(hostile.tj('t{id}'), NULL, '1 hour', 'w')$$),
+		('complete_attempt', 'hostile_w', 'started', $$SELECT count(*) FROM idemjob.complete_attempt(hostile.ta('t{id}'), '{"r": 1}')$$),
+		('complete_attempt', 'hostile_w', 'loser', $$SELECT count(*) FROM idemjob.complete_attempt(hostile.ta('t{id}'), '{"late": 1}')$$),
+		('complete_attempt', 'hostile_w', 'started_hc', $$SELECT count(*) FROM idemjob.complete_attempt(hostile.ta('t{id}'), '{"bad": 1}')$$),
+		('fail_attempt', 'hostile_w', 'started', $$SELECT count(*) FROM idemjob.fail_attempt(hostile.ta('t{id}'), '{"e": 1}', false)$$),
+		('mark_unknown', 'hostile_w', 'started', $$SELECT count(*) FROM idemjob.mark_unknown(hostile.ta('t{id}'))$$),
+		('cancel_attempt', 'hostile_a', 'started', $$SELECT count(*) FROM idemjob.cancel_attempt(hostile.ta('t{id}'), 'r', true)$$),
+		('expire_attempts', 'hostile_a', 'expired', $$SELECT idemjob.expire_attempts()$$),
+		('define_contract', 'hostile_a', NULL, $$SELECT idemjob.define_contract('hdc{id}', '{"type": "object"}')$$),
+		('certify_provider', 'hostile_a', 'contract', $$SELECT count(*) FROM idemjob.certify_provider('t{id}', 'p9')$$),
+		('revoke_provider', 'hostile_a', 'certified', $$SELECT count(*) FROM idemjob.revoke_provider('t{id}', 'p1', 'r')$$),
+		('validate', 'hostile_c', NULL, $$SELECT idemjob.validate('{"type": "object", "required": ["a"]}', '{"b": 1}')$$)
+	) AS x(fn, role, fixture, call)
+	LOOP
+		-- the fixture's ids are read before the traps are set (the lookup
+		-- functions are not hijack-proof; only the extension must be)
+		t.call := replace(replace(t.call,
+			$$hostile.tj('t{id}')$$, $$pg_catalog.current_setting('hostile.j')::pg_catalog.uuid$$),
+			$$hostile.ta('t{id}')$$, $$pg_catalog.current_setting('hostile.a')::pg_catalog.uuid$$);
+		-- the caller's temporary domains and the operators on its path
+		INSERT INTO hostile.cases (fn, arg, label, sql, expect, note)
+		VALUES (t.fn, '-', 'issue 8: shadowing domains and operators, as ' || t.role,
+			format($s$SELECT hostile.ids('t{id}'); SELECT hostile.as_role('hostile_cw', hostile.trap('operators')); SELECT hostile.as_role(%L, hostile.trap('domains') || '; SET LOCAL search_path = hostile_evil, pg_catalog; ' || %L)$s$,
+				   t.role, t.call),
+			'00000', '1.0 ran a temporary pg_temp.text domain''s check inside the trusted path')
+		RETURNING id INTO cid;
+		UPDATE hostile.cases SET sql = replace(sql, '{id}', cid::text),
+			setup = CASE WHEN t.fixture IS NOT NULL THEN format('SELECT hostile.prep(%L, %L)', 't' || cid, t.fixture) END
+		WHERE id = cid;
+		-- a superuser with the attacker's schema first on its search_path
+		INSERT INTO hostile.cases (fn, arg, label, sql, expect, note)
+		VALUES (t.fn, '-', 'issue 8: operators planted on a superuser''s search_path',
+			format($s$SELECT hostile.ids('t{id}'); SELECT hostile.as_role('hostile_cw', hostile.trap('operators')); SET LOCAL search_path = hostile_evil, pg_catalog, public; %s$s$,
+				   t.call),
+			'00000', '1.0 ran an "=" on job_state planted this way as the superuser')
+		RETURNING id INTO cid;
+		UPDATE hostile.cases SET sql = replace(sql, '{id}', cid::text),
+			setup = CASE WHEN t.fixture IS NOT NULL THEN format('SELECT hostile.prep(%L, %L)', 't' || cid, t.fixture) END
+		WHERE id = cid;
+	END LOOP;
+
+	FOR t IN SELECT * FROM (VALUES
+		-- rights: role, fixture, statement, expected
+		('certify_provider', 'hostile_c', NULL, $$SELECT idemjob.certify_provider('hc', 'evil')$$, '42501'),
+		('certify_provider', 'hostile_cw', NULL, $$SELECT idemjob.certify_provider('hc', 'evil')$$, '42501'),
+		('define_contract', 'hostile_cw', NULL, $$SELECT idemjob.define_contract('hc', '{}')$$, '42501'),
+		('revoke_provider', 'hostile_cw', 'certified', $$SELECT idemjob.revoke_provider('t{id}', 'p1', 'r')$$, '42501'),
+		('cancel_attempt', 'hostile_cw', 'started', $$SELECT idemjob.cancel_attempt(hostile.ta('t{id}'), 'r', true)$$, '42501'),
+		('expire_attempts', 'hostile_cw', NULL, $$SELECT idemjob.expire_attempts()$$, '42501'),
+		('submit', 'hostile_w', NULL, $$SELECT idemjob.submit('hown', 'k', 'hi')$$, '42501'),
+		('start_attempt', 'hostile_c', 'job', $$SELECT idemjob.start_attempt(hostile.tj('t{id}'))$$, '42501'),
+		('validate', 'hostile_none', NULL, $$SELECT idemjob.validate('{}', '{}')$$, '42501'),
+		('grant_capability', 'hostile_a', NULL, $$SELECT idemjob.grant_capability('hostile_none', 'admin')$$, '42501'),
+		-- raw DML (1.0: an UPDATE made two attempts win; un-revoke; forged results)
+		('raw DML', 'hostile_a', 'started', $$UPDATE idemjob.attempts SET state = 'succeeded' WHERE id = hostile.ta('t{id}')$$, '42501'),
+		('raw DML', 'hostile_a', 'job', $$UPDATE idemjob.jobs SET state = 'cancelled' WHERE id = hostile.tj('t{id}')$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$UPDATE idemjob.jobs SET result = '{"forged": 1}' WHERE id = hostile.fx('succeeded_job')$$, '42501'),
+		('raw DML', 'hostile_a', 'certified', $$UPDATE idemjob.certifications SET revoked_at = NULL$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$INSERT INTO idemjob.certifications (intent, provider, contract_version) VALUES ('hc', 'evil', 1)$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$UPDATE idemjob.contracts SET output_schema = 'true'$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$DELETE FROM idemjob.race_log$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$TRUNCATE idemjob.jobs CASCADE$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$INSERT INTO idemjob.capabilities VALUES ('hostile_none', 'admin')$$, '42501'),
+		-- a guard attached elsewhere (1.0: signal 11)
+		('jobs_guard', 'hostile_cw', NULL, $$CREATE TEMP TABLE x (id int4, state idemjob.job_state); CREATE TRIGGER g BEFORE INSERT ON x FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard()$$, '42501'),
+		-- settings (1.0: any role raised max_payload_bytes)
+		('settings', 'hostile_c', NULL, $$SET idemjob.max_payload_bytes = 100000000$$, '42501'),
+		('settings', 'hostile_c', NULL, $$SELECT set_config('idemjob.max_payload_bytes', '100000000', true)$$, '42501'),
+		('settings', 'hostile_c', NULL, $$SET idemjob.owner_binding = 'off'$$, '42501'),
+		('settings', 'hostile_w', NULL, $$SET idemjob.require_certified_failover = off$$, '42501'),
+		('settings', 'hostile_w', NULL, $$SET idemjob.max_attempts = 1000000$$, '42501'),
+		-- validation that could not be stopped: refused when defined
+		('define_contract', 'hostile_a', NULL, $$SELECT idemjob.define_contract('hx{id}', (SELECT jsonb_build_object('$defs', jsonb_object_agg('d' || n, CASE WHEN n = 0 THEN '{"type": "integer"}'::jsonb ELSE jsonb_build_object('allOf', jsonb_build_array(jsonb_build_object('$ref', '#/$defs/d' || (n - 1)), jsonb_build_object('$ref', '#/$defs/d' || (n - 1)))) END), '$ref', '#/$defs/d60') FROM generate_series(0, 60) n))$$, '22023')
+	) AS x(fn, role, fixture, stmt, expect)
+	LOOP
+		INSERT INTO hostile.cases (fn, arg, label, sql, expect, note)
+		VALUES (t.fn, '-', 'issue 8: as ' || t.role, format('SELECT hostile.as_role(%L, %L)', t.role, t.stmt),
+			t.expect, NULL)
+		RETURNING id INTO cid;
+		UPDATE hostile.cases SET sql = replace(sql, '{id}', cid::text),
+			setup = CASE WHEN t.fixture IS NOT NULL THEN format('SELECT hostile.prep(%L, %L)', 't' || cid, t.fixture) END
+		WHERE id = cid;
+	END LOOP;
+
+	-- the owner: the guards (IJ005), and a guard attached elsewhere (09000)
+	FOR t IN SELECT * FROM (VALUES
+		('raw DML', 'started', $$UPDATE idemjob.attempts SET state = 'succeeded' WHERE id = hostile.ta('t{id}')$$, 'IJ005'),
+		('raw DML', 'job', $$UPDATE idemjob.jobs SET state = 'cancelled' WHERE id = hostile.tj('t{id}')$$, 'IJ005'),
+		('raw DML', NULL, $$UPDATE idemjob.jobs SET result = '{"forged": 1}' WHERE id = hostile.fx('succeeded_job')$$, 'IJ005'),
+		('raw DML', 'certified', $$UPDATE idemjob.certifications SET revoked_at = NULL WHERE intent = 't{id}'$$, 'IJ005'),
+		('raw DML', NULL, $$UPDATE idemjob.contracts SET output_schema = 'true' WHERE intent = 'hc'$$, 'IJ005'),
+		('raw DML', NULL, $$TRUNCATE idemjob.attempts CASCADE$$, 'IJ005'),
+		('jobs_guard', NULL, $$CREATE TEMP TABLE x (id int4, state idemjob.job_state, version int8, attempt_count int4, completed_by uuid, result jsonb, completed_at timestamptz); CREATE TRIGGER g BEFORE INSERT ON x FOR EACH ROW EXECUTE FUNCTION idemjob.jobs_guard(); INSERT INTO x VALUES (1, 'succeeded', 0, 0, NULL, NULL, NULL)$$, '09000'),
+		('truncate_guard', NULL, $$CREATE TEMP TABLE x (id int4); CREATE TRIGGER g BEFORE TRUNCATE ON x FOR EACH STATEMENT EXECUTE FUNCTION idemjob.jobs_guard(); TRUNCATE x$$, '09000'),
+		-- tenancy (1.0: any role read and cancelled every owner's jobs)
+		('cancel_job', 'job', $$SET LOCAL idemjob.owner_binding = 'role'; SELECT hostile.as_role('hostile_c', 'SELECT idemjob.cancel_job(hostile.tj(''t{id}''), ''r'')')$$, 'IJ006'),
+		('submit', NULL, $$SET LOCAL idemjob.owner_binding = 'role'; SELECT hostile.as_role('hostile_c', 'SELECT idemjob.submit(''hfix'', ''k'', ''hi'')')$$, '42501'),
+		('complete_attempt', 'started', $$SET LOCAL idemjob.owner_binding = 'setting:request.jwt.claims/sub'; SET LOCAL request.jwt.claims = '{"sub": "someone else"}'; SELECT hostile.as_role('hostile_w', 'SELECT idemjob.complete_attempt(hostile.ta(''t{id}''), ''{}'')')$$, 'IJ006'),
+		('submit', NULL, $$SET LOCAL idemjob.owner_binding = 'setting:request.jwt.claims/sub'; SET LOCAL request.jwt.claims = '{"sub": "hfix"'; SELECT hostile.as_role('hostile_c', 'SELECT idemjob.submit(''hfix'', ''k'', ''hi'')')$$, '42501')
+	) AS x(fn, fixture, stmt, expect)
+	LOOP
+		INSERT INTO hostile.cases (fn, arg, label, sql, expect, note)
+		VALUES (t.fn, '-', 'issue 8: as the owner', t.stmt, t.expect, NULL)
+		RETURNING id INTO cid;
+		UPDATE hostile.cases SET sql = replace(sql, '{id}', cid::text),
+			setup = CASE WHEN t.fixture IS NOT NULL THEN format('SELECT hostile.prep(%L, %L)', 't' || cid, t.fixture) END
+		WHERE id = cid;
+	END LOOP;
+END
+$gen$;
+
 -- ---------------------------------------------------------------- the runner
 CREATE TABLE hostile.results (
 	id			int PRIMARY KEY,

@@ -21,12 +21,13 @@ WITH a AS (
   UPDATE floor.attempts SET state = 'superseded', finished_at = now(),
          result_sha256 = sha256(convert_to(:result::jsonb::text, 'UTF8'))
    WHERE id = ('00000000-0000-7000-8000-' || :n)::uuid AND state IN ('started', 'unknown', 'cancelled')
-   RETURNING id, job_id, owner_id, read_version, result_sha256)
+   RETURNING id, job_id, owner_id, read_version, result_sha256, provider)
 INSERT INTO floor.race_log (job_id, owner_id, attempt_id, winner_attempt_id, expected_version,
-                            found_version, reason, result_sha256, result_bytes, late_by)
+                            found_version, reason, result_sha256, result_bytes, late_by, provider)
 SELECT a.job_id, a.owner_id, a.id, j.completed_by, a.read_version, j.version,
        CASE WHEN j.completed_by IS NULL THEN 'version_moved' ELSE 'slot_taken' END,
        a.result_sha256, octet_length(:result::jsonb::text),
-       CASE WHEN j.completed_by IS NOT NULL THEN clock_timestamp() - j.completed_at END
+       CASE WHEN j.completed_by IS NOT NULL THEN clock_timestamp() - j.completed_at END,
+       a.provider
   FROM a JOIN floor.jobs j ON j.id = a.job_id;
 \endif

@@ -1,0 +1,124 @@
+// Runs the example once: the handler and the worker through every case the
+// README promises, printing one JSON line per check (test/examples/run.sh
+// reads them and checks the database). DSNs: IJ_CLIENT_DSN, IJ_WORKER_DSN,
+// IJ_ADMIN_DSN. Run: GO111MODULE=off GOPATH=/usr/share/gocode go run app.go scenario.go
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v4"
+)
+
+func emit(m M) {
+	b, _ := json.Marshal(m)
+	fmt.Println(string(b))
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func open(v string) *pgx.Conn {
+	c, err := Connect(os.Getenv(v))
+	must(err)
+	return c
+}
+
+func primary(params M) (M, error) { // the fake provider: slow, failing, late, or fine
+	delay := map[any]time.Duration{"slow": time.Second, "late": 3 * time.Second, "fail": 0}[params["mode"]]
+	if params["mode"] == "fail" {
+		return nil, errors.New("provider said no")
+	}
+	time.Sleep(delay + 50*time.Millisecond)
+	return M{"by": "primary", "amount": params["amount"]}, nil
+}
+
+func fallback(params M) (M, error) { return M{"by": "fallback", "amount": params["amount"]}, nil }
+
+func find(events []M, name string) M {
+	for _, e := range events {
+		if e["event"] == name {
+			return e
+		}
+	}
+	return M{}
+}
+
+func main() {
+	client, admin := open("IJ_CLIENT_DSN"), open("IJ_ADMIN_DSN")
+	var events []M
+	w := &Worker{DB: open("IJ_WORKER_DSN"), Name: "go-worker",
+		Providers: map[string]Provider{"primary": primary, "fallback": fallback},
+		GiveUp:    1500 * time.Millisecond, Beat: 400 * time.Millisecond,
+		Emit: func(e M) { events = append(events, e); emit(e) }}
+	owner := "shop-1"
+	charge := func(amount int, mode string) M {
+		return M{"intent": "ex.charge", "params": M{"amount": amount, "mode": mode}}
+	}
+
+	// double click: two concurrent POSTs with one key, each on its own connection
+	var wg sync.WaitGroup
+	statuses, ids := make([]int, 2), make([]any, 2)
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func(i int, c *pgx.Conn) {
+			defer wg.Done()
+			s, _, b := Handle(c, "POST", "/jobs", owner, "dbl", M{"intent": "ex.charge", "params": M{"amount": 42}}, "0.2s")
+			statuses[i], ids[i] = s, b["job_id"]
+		}(i, open("IJ_CLIENT_DSN"))
+	}
+	wg.Wait()
+	emit(M{"check": "double_click", "statuses": statuses, "job_ids": ids})
+	must(w.Step("1s"))
+	status, _, body := Handle(client, "GET", fmt.Sprintf("/jobs/%v", ids[0]), owner, "", nil, "2s")
+	body["check"], body["status"] = "double_click_done", status
+	emit(body)
+
+	// the same key with another request: 409, the job id from the error fields
+	status, _, body = Handle(client, "POST", "/jobs", owner, "dbl", M{"intent": "ex.charge", "params": M{"amount": 43}}, "2s")
+	emit(M{"check": "key_reuse", "status": status, "body": body})
+
+	status, _, body = Handle(client, "GET", "/jobs/not-a-uuid", owner, "", nil, "2s")
+	emit(M{"check": "bad_uuid", "status": status, "body": body})
+
+	// slow provider: heartbeats keep the attempt alive
+	_, _, body = Handle(client, "POST", "/jobs", owner, "slow", charge(1, "slow"), "0s")
+	must(w.Step("1s"))
+	emit(M{"check": "slow", "job_id": body["job_id"]})
+
+	// failing provider: fail_attempt, then failover to the certified fallback
+	_, _, body = Handle(client, "POST", "/jobs", owner, "fail", charge(2, "fail"), "0s")
+	must(w.Step("1s"))
+	status, _, done := Handle(client, "GET", fmt.Sprintf("/jobs/%v", body["job_id"]), owner, "", nil, "2s")
+	emit(M{"check": "failover", "job_id": body["job_id"], "status": status, "state": done["state"], "result": done["result"]})
+
+	// no answer: unknown, failover refused (IJ002 -> 409 + Retry-After), an
+	// operator cancels the attempt, the fallback wins, the late answer loses
+	_, _, body = Handle(client, "POST", "/jobs", owner, "late", charge(3, "late"), "0s")
+	lateJob := body["job_id"]
+	must(w.Step("1s"))
+	refused := find(events, "failover_refused")
+	emit(M{"check": "in_doubt", "status": refused["status"], "headers": refused["headers"], "body": refused["body"], "job_id": lateJob})
+	_, err := admin.Exec(ctx, "SELECT idemjob.cancel_attempt($1, 'operator: the provider never answered')",
+		refused["body"].(M)["attempt_id"])
+	must(err)
+	must(w.Step("0s"))
+	for i := 0; i < 50 && find(events, "late_result")["outcome"] == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+		must(w.Step("0s"))
+	}
+	late := find(events, "late_result")
+	emit(M{"check": "late", "job_id": lateJob, "attempt_id": late["attempt_id"], "outcome": late["outcome"]})
+	status, _, body = Handle(client, "GET", fmt.Sprintf("/jobs/%v", lateJob), owner, "", nil, "2s")
+	body["check"], body["status"] = "late_job", status
+	emit(body)
+}

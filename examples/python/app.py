@@ -1,0 +1,135 @@
+"""idemjob from Python (psycopg 3): an HTTP-style handler and a worker.
+
+Pooler-safe: autocommit, prepare_threshold=None (no server-side prepared
+statements), so it works through pgbouncer in transaction pooling.
+Types: bigint -> int, uuid -> uuid.UUID, jsonb -> dict, timestamptz ->
+aware datetime, interval -> timedelta.
+"""
+import concurrent.futures as cf
+import time
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+
+def connect(dsn):
+    return psycopg.connect(dsn, autocommit=True, prepare_threshold=None)
+
+
+# ---- errors: SQLSTATE -> HTTP; ids from the error fields, never from DETAIL
+HTTP = {"IJ001": (409, "idempotency_conflict"), "IJ002": (409, "attempt_in_doubt"),
+        "IJ003": (409, "job_finished"), "IJ004": (422, "provider_not_certified"),
+        "IJ005": (409, "invalid_transition"), "IJ006": (404, "not_found"),
+        "IJ007": (410, "key_expired"), "22004": (400, "null_value_not_allowed"),
+        "22023": (400, "invalid_parameter_value"), "22P02": (400, "invalid_text_representation"),
+        "42501": (403, "insufficient_privilege"), "57014": (503, "query_canceled"),
+        "0A000": (500, "feature_not_supported")}
+
+
+def fields(e):
+    """idemjob's key=value list in the constraint_name field, as a dict."""
+    kv = e.diag.constraint_name if e.diag.schema_name == "idemjob" else None
+    return dict(p.split("=", 1) for p in (kv or "").split())
+
+
+def http_error(e):
+    status, name = HTTP.get(e.sqlstate, (500, "internal_error"))
+    body = {"error": name, "sqlstate": e.sqlstate, "message": e.diag.message_primary}
+    f = fields(e)
+    body.update({k: f[k] for k in ("job_id", "attempt_id", "state", "deadline") if k in f})
+    headers = {"Retry-After": f["retry_after"]} if "retry_after" in f else {}
+    return status, headers, body
+
+
+def job_body(row):
+    return {"job_id": str(row["id"]), "state": row["state"], "version": row["version"],
+            "result": row["result"]}
+
+
+def handle(conn, method, path, owner, key=None, body=None, wait="2s"):
+    """POST /jobs (Idempotency-Key: key) and GET /jobs/<id>: (status, headers, json)."""
+    try:
+        cur = conn.cursor(row_factory=psycopg.rows.dict_row)
+        if method == "POST":
+            sub = cur.execute("SELECT * FROM idemjob.submit(%s, %s, %s, %s)",
+                              (owner, key, body["intent"], Jsonb(body.get("params", {})))).fetchone()
+            job_id = sub["job_id"]
+        else:
+            job_id = path.rsplit("/", 1)[1]       # a malformed id is 22P02 -> 400
+        job = cur.execute("SELECT * FROM idemjob.await_job(%s, %s)", (job_id, wait)).fetchone()
+        final = job["state"] in ("succeeded", "failed", "cancelled")
+        return (200 if final else 202), {}, job_body(job)
+    except psycopg.Error as e:
+        if e.sqlstate is None:                    # connection lost: in doubt, retry the same call
+            raise
+        return http_error(e)
+
+
+# ---- worker: claim, run the provider with heartbeats, report, fail over
+class Worker:
+    def __init__(self, conn, name, providers, give_up=1.5, beat=0.4, emit=print):
+        self.conn, self.name, self.providers = conn, name, providers
+        self.give_up, self.beat, self.emit = give_up, beat, emit
+        self.pool = cf.ThreadPoolExecutor(8)
+        self.late = []        # (attempt_id, future): answers still to report
+        self.failover = []    # jobs to restart on the fallback when their doubt ends
+
+    def call(self, sql, *args):
+        return self.conn.execute(sql, args).fetchone()
+
+    def run(self, attempt_id, job_id, provider, params):
+        fut = self.pool.submit(self.providers[provider], params)
+        t0 = time.monotonic()
+        while True:
+            try:
+                result = fut.result(timeout=self.beat)
+                break
+            except cf.TimeoutError:
+                if time.monotonic() - t0 > self.give_up:   # no answer: unknown, never failed
+                    self.call("SELECT state FROM idemjob.mark_unknown(%s)", attempt_id)
+                    self.late.append((attempt_id, fut))
+                    self.emit({"event": "unknown", "attempt_id": str(attempt_id)})
+                    return "unknown"
+                self.call("SELECT state FROM idemjob.heartbeat(%s, '1s')", attempt_id)
+            except Exception as exc:                       # a definite failure
+                self.call("SELECT state FROM idemjob.fail_attempt(%s, %s, true)",
+                          attempt_id, Jsonb({"code": "provider_error", "message": str(exc)}))
+                return "failed"
+        outcome = self.call("SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
+                            attempt_id, Jsonb(result))[0]
+        self.emit({"event": "completed", "attempt_id": str(attempt_id), "job_id": str(job_id),
+                   "provider": provider, "outcome": outcome})
+        return outcome
+
+    def try_failover(self, job_id, params):
+        try:
+            a = self.call("SELECT id, provider FROM idemjob.start_attempt(%s, 'fallback', '1s', %s)",
+                          job_id, self.name)
+        except psycopg.Error as e:
+            if e.sqlstate == "IJ002":                      # still in doubt: try again later
+                status, headers, body = http_error(e)
+                self.emit({"event": "failover_refused", "status": status, "headers": headers,
+                           "body": body})
+                return False
+            if e.sqlstate in ("IJ003", "IJ006"):           # finished or gone: nothing to do
+                return True
+            raise
+        self.run(a[0], job_id, a[1], params)
+        return True
+
+    def step(self, wait="1s"):
+        for attempt_id, fut in [x for x in self.late if x[1].done()]:
+            self.late.remove((attempt_id, fut))
+            if fut.exception() is None:                    # report it: the database decides
+                outcome = self.call("SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
+                                    attempt_id, Jsonb(fut.result()))[0]
+                self.emit({"event": "late_result", "attempt_id": str(attempt_id), "outcome": outcome})
+        self.failover = [f for f in self.failover if not self.try_failover(*f)]
+        claimed = self.conn.execute(
+            "SELECT attempt_id, job_id, provider, params FROM idemjob.claim(%s, wait => %s,"
+            " timeout => '1s')", (self.name, wait)).fetchall()
+        for attempt_id, job_id, provider, params in claimed:
+            if self.run(attempt_id, job_id, provider, params) in ("failed", "unknown"):
+                if not self.try_failover(job_id, params):
+                    self.failover.append((job_id, params))
+        return len(claimed)

@@ -1,0 +1,401 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.c
+ *	  Claiming work: claim() takes due pending jobs and starts an attempt on
+ *	  each; heartbeat() extends a started attempt's deadline.
+ *
+ * claim() is one statement: a CTE that selects the due pending jobs in
+ * claim order (priority DESC, run_at, id: the partial index jobs_claim, or
+ * jobs_claim_intent for a claim of one intent)
+ * with FOR UPDATE SKIP LOCKED, moves each to running exactly as
+ * start_attempt() does (attempt_count + 1, read_version = version), and
+ * inserts the attempts.  SKIP LOCKED means a claimer never waits for a row
+ * another transaction holds; a row that another claimer changed and
+ * committed after this statement's snapshot is re-checked under its lock
+ * (it is no longer pending, so it is left out).  Two claims never return
+ * the same job: each job row is locked by at most one of them, and the
+ * partial unique index attempts_one_in_doubt backs that up.
+ *
+ * With wait > 0 and nothing due, claim() polls inside the server: it sleeps
+ * on its latch (CLAIM_POLL_MS at most) and runs the statement again.  Under
+ * READ COMMITTED every SPI statement takes a new snapshot, so each poll
+ * sees jobs committed since.  Under REPEATABLE READ or SERIALIZABLE it
+ * would not, so a waiting claim is refused there (0A000).  Interrupts
+ * (cancel, statement_timeout, terminate) are served after every sleep.
+ * While it waits no row is locked and no transaction id is taken.
+ *
+ * A waiting claim compares run_at with the clock, not with now(), and
+ * starts its attempts at the clock time it claims them: now() stays at the
+ * start of the transaction, and a job scheduled during the wait must become
+ * due, and a deadline must not already have passed when the answer is sent.
+ *
+ * heartbeat() locks the attempt (FOR UPDATE) like every state-machine
+ * function and moves only a started attempt's deadline.
+ *
+ * src/claim.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "idemjob.h"
+
+PG_FUNCTION_INFO_V1(idemjob_claim);
+PG_FUNCTION_INFO_V1(idemjob_heartbeat);
+
+#define CLAIM_MAX_JOBS	1000
+#define CLAIM_POLL_MS	50
+
+/*
+ * $1 due cutoff, $2 intents (or the one intent), $3 bound owner (NULL:
+ * any), $4 max_jobs, $5 worker, $6 started_at, $7 deadline (NULL: none).
+ * The result columns are claim()'s, in order.  Three plans, one per intent
+ * filter, so that each has an index in claim order: jobs_claim for any
+ * intent, jobs_claim_intent for one; several intents filter jobs_claim.
+ */
+#define CLAIM_SQL(intent_filter) \
+	"WITH c AS (" \
+	"  SELECT id FROM idemjob.jobs" \
+	"  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state" \
+	"  AND run_at OPERATOR(pg_catalog.<=) $1" \
+	intent_filter \
+	"  AND ($3::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $3)" \
+	"  ORDER BY priority DESC, run_at, id" \
+	"  LIMIT $4 FOR UPDATE SKIP LOCKED)," \
+	" j AS (" \
+	"  UPDATE idemjob.jobs t SET attempt_count = t.attempt_count OPERATOR(pg_catalog.+) 1," \
+	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()" \
+	"  WHERE t.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.id FROM c))" \
+	"  RETURNING t.id, t.owner_id, t.intent, t.params, t.provider, t.version," \
+	"  t.attempt_count, t.priority, t.run_at)," \
+	" a AS (" \
+	"  INSERT INTO idemjob.attempts" \
+	"  (id, job_id, owner_id, attempt_no, provider, read_version, worker, started_at, deadline)" \
+	"  SELECT idemjob.uuid_v7(), j.id, j.owner_id, j.attempt_count, j.provider, j.version," \
+	"  $5, $6, $7 FROM j" \
+	"  RETURNING id, job_id, attempt_no, read_version, deadline)" \
+	" SELECT a.id, a.job_id, j.owner_id, j.intent, j.params, j.provider," \
+	" a.attempt_no, a.read_version, a.deadline" \
+	" FROM a JOIN j ON j.id OPERATOR(pg_catalog.=) a.job_id" \
+	" ORDER BY j.priority DESC, j.run_at, j.id"
+
+static IjPlan claim_any = {
+	CLAIM_SQL(""),
+	7, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID}, NULL
+};
+
+static IjPlan claim_one = {
+	CLAIM_SQL("  AND intent OPERATOR(pg_catalog.=) $2"),
+	7, {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID}, NULL
+};
+
+static IjPlan claim_some = {
+	CLAIM_SQL("  AND intent OPERATOR(pg_catalog.=) ANY ($2)"),
+	7, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID}, NULL
+};
+
+static IjPlan heartbeat = {
+	"UPDATE idemjob.attempts SET deadline = $2"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" RETURNING *",
+	2, {UUIDOID, TIMESTAMPTZOID}, NULL
+};
+
+static bool
+interval_positive(Interval *i)
+{
+	Interval	zero;
+
+	memset(&zero, 0, sizeof(zero));
+	return DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											 IntervalPGetDatum(i),
+											 IntervalPGetDatum(&zero))) > 0;
+}
+
+static bool
+interval_negative(Interval *i)
+{
+	Interval	zero;
+
+	memset(&zero, 0, sizeof(zero));
+	return DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											 IntervalPGetDatum(i),
+											 IntervalPGetDatum(&zero))) < 0;
+}
+
+/* an interval in microseconds (a month is 30 days), saturating */
+static int64
+interval_usecs(Interval *i)
+{
+	int64		days = (int64) i->month * DAYS_PER_MONTH + i->day;
+
+	/* far past any useful wait: a thousand years */
+	if (days > 365 * 1000 || i->time > (int64) 365 * 1000 * USECS_PER_DAY)
+		return (int64) 365 * 1000 * USECS_PER_DAY;
+	return days * USECS_PER_DAY + i->time;
+}
+
+/*
+ * base + timeout, or 22023 when that is past the end of time; the
+ * argument check start_attempt() makes.
+ */
+static Datum
+deadline_from(TimestampTz base, Interval *timeout, const char *name)
+{
+	Datum		deadline = (Datum) 0;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		deadline = DirectFunctionCall2(timestamptz_pl_interval,
+									   TimestampTzGetDatum(base),
+									   IntervalPGetDatum(timeout));
+	}
+	PG_CATCH();
+	{
+		/* plain arithmetic: nothing to clean up but the error itself */
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" is too large", name),
+				 errdetail("The deadline would be past the end of the timestamp range.")));
+	}
+	PG_END_TRY();
+	return deadline;
+}
+
+/* a timeout argument: NULL means idemjob.attempt_timeout (0: none) */
+static Interval *
+timeout_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Interval   *timeout = NULL;
+
+	if (!PG_ARGISNULL(argno))
+	{
+		timeout = PG_GETARG_INTERVAL_P(argno);
+		if (!interval_positive(timeout))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("argument \"%s\" must be positive", name),
+					 errhint("Pass NULL to use idemjob.attempt_timeout.")));
+	}
+	else if (idemjob_attempt_timeout_ms > 0)
+	{
+		timeout = palloc0(sizeof(Interval));
+		timeout->time = (TimeOffset) idemjob_attempt_timeout_ms * 1000;
+	}
+	return timeout;
+}
+
+/*
+ * Set up a materialized result for fcinfo (the cached row type).  The
+ * tuplestore lives in the query's memory.
+ */
+static Tuplestorestate *
+materialize(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext oldcxt;
+	Tuplestorestate *ts;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		!(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	*tupdesc = ij_result_tupdesc(fcinfo);
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	ts = tuplestore_begin_heap(false, false, work_mem);
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = ts;
+	/* the executor frees setDesc after the call: give it a copy */
+	rsinfo->setDesc = CreateTupleDescCopy(*tupdesc);
+	MemoryContextSwitchTo(oldcxt);
+	return ts;
+}
+
+/*
+ * idemjob.claim(worker, intents, max_jobs, timeout, wait)
+ *		RETURNS TABLE(attempt_id, job_id, owner_id, intent, params, provider,
+ *					  attempt_no, read_version, deadline)
+ */
+Datum
+idemjob_claim(PG_FUNCTION_ARGS)
+{
+	text	   *worker;
+	int32		max_jobs;
+	Interval   *timeout;
+	Interval   *wait;
+	int64		wait_us;
+	text	   *owner;
+	TimestampTz wait_end = 0;
+	Tuplestorestate *ts;
+	TupleDesc	tupdesc;
+	Datum		args[7];
+	char		nulls[7] = "       ";
+	IjPlan	   *plan;
+	int			n;
+	int			i;
+
+	/* arguments first: 22004, then 22023 */
+	ij_require(fcinfo, 0, "worker");
+	ij_require(fcinfo, 2, "max_jobs");
+	ij_require(fcinfo, 4, "wait");
+	worker = ij_name_arg(fcinfo, 0, "worker", false);
+	max_jobs = PG_GETARG_INT32(2);
+	if (max_jobs < 1 || max_jobs > CLAIM_MAX_JOBS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"max_jobs\" must be between 1 and %d", CLAIM_MAX_JOBS),
+				 errdetail("It is %d.", max_jobs)));
+	timeout = timeout_arg(fcinfo, 3, "timeout");
+	if (timeout != NULL)
+		(void) deadline_from(GetCurrentTransactionStartTimestamp(), timeout, "timeout");
+	wait = PG_GETARG_INTERVAL_P(4);
+	if (interval_negative(wait))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"wait\" must not be negative"),
+				 errhint("Pass '0' to answer at once.")));
+	wait_us = interval_usecs(wait);
+	if (wait_us > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a waiting claim is not supported under %s",
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errdetail("The transaction's snapshot would never show a job submitted during the wait."),
+				 errhint("Claim under READ COMMITTED, or pass wait => '0'.")));
+	owner = ij_bound_owner();
+
+	ts = materialize(fcinfo, &tupdesc);
+
+	if (wait_us > 0)
+		wait_end = GetCurrentTimestamp() + wait_us;
+
+	if (PG_ARGISNULL(1))
+	{
+		plan = &claim_any;
+		args[1] = (Datum) 0;
+		nulls[1] = 'n';
+	}
+	else
+	{
+		ArrayType  *intents = PG_GETARG_ARRAYTYPE_P(1);
+		Datum	   *elems;
+		bool	   *elnulls;
+		int			nelems;
+
+		deconstruct_array(intents, TEXTOID, -1, false, TYPALIGN_INT,
+						  &elems, &elnulls, &nelems);
+		if (nelems == 1 && !elnulls[0])
+		{
+			plan = &claim_one;
+			args[1] = elems[0];
+		}
+		else
+		{
+			plan = &claim_some;
+			args[1] = PointerGetDatum(intents);
+		}
+	}
+	args[2] = owner ? PointerGetDatum(owner) : (Datum) 0;
+	nulls[2] = owner ? ' ' : 'n';
+	args[3] = Int32GetDatum(max_jobs);
+	args[4] = PointerGetDatum(worker);
+	nulls[6] = timeout ? ' ' : 'n';
+
+	ij_connect();
+	for (;;)
+	{
+		TimestampTz base;
+		TimestampTz clock;
+		long		sleep_ms;
+
+		/* a waiting claim lives by the clock; see the file header */
+		base = GetCurrentTransactionStartTimestamp();
+		if (wait_us > 0)
+		{
+			clock = GetCurrentTimestamp();
+			if (clock > base)
+				base = clock;
+		}
+		args[0] = TimestampTzGetDatum(base);
+		args[5] = TimestampTzGetDatum(base);
+		args[6] = timeout ? deadline_from(base, timeout, "timeout") : (Datum) 0;
+
+		n = ij_exec(plan, args, nulls);
+		if (n > 0 || wait_us == 0)
+			break;
+		SPI_freetuptable(SPI_tuptable);
+
+		clock = GetCurrentTimestamp();
+		if (clock >= wait_end)
+			break;
+		sleep_ms = (long) Min((wait_end - clock + 999) / 1000, CLAIM_POLL_MS);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	/* the tuplestore copies each row out of SPI memory */
+	for (i = 0; i < n; i++)
+		tuplestore_puttuple(ts, SPI_tuptable->vals[i]);
+	ij_finish();
+
+	return (Datum) 0;
+}
+
+/*
+ * idemjob.heartbeat(attempt_id, extend) RETURNS idemjob.attempts
+ */
+Datum
+idemjob_heartbeat(PG_FUNCTION_ARGS)
+{
+	IjAttempt	a;
+	Interval   *extend;
+	Datum		args[2];
+	char		nulls[2] = "  ";
+	Datum		result;
+
+	ij_require(fcinfo, 0, "attempt_id");
+	extend = timeout_arg(fcinfo, 1, "extend");
+	args[0] = PG_GETARG_DATUM(0);
+	if (extend != NULL)
+		args[1] = deadline_from(GetCurrentTransactionStartTimestamp(), extend, "extend");
+	else
+	{
+		args[1] = (Datum) 0;
+		nulls[1] = 'n';
+	}
+
+	ij_connect();
+	ij_lock_attempt(args[0], &a);
+	if (strcmp(a.state, "started") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+				 errmsg("attempt %s cannot be extended", ij_uuid_str(a.id)),
+				 errdetail("The attempt is %s.", a.state),
+				 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
+												   ij_uuid_str(a.id), ij_uuid_str(a.job_id), a.state)),
+				 errhint("Only a started attempt has a deadline to extend.")));
+	ij_exec(&heartbeat, args, nulls);
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# test/examples/run.sh: runs examples/python, examples/node and examples/go
+# end to end against the server in PGHOST/PGPORT/PGUSER (a superuser), each
+# once directly and once through pgbouncer in transaction pooling, and
+# checks the outcomes: each run gets a fresh database (test/examples/
+# setup.sql: roles with the client/worker/admin capabilities, a contract and
+# a certified fallback); the example prints JSON lines, which this script
+# checks together with the database:
+#   double click -> one job; key reuse -> 409 with the job id from the error
+#   fields; no answer -> unknown -> IJ002 -> 409 with Retry-After; the late
+#   answer -> lost with a race-log row; failover to the certified fallback.
+# Installs what it needs when missing.  Prints "examples: N passed, M failed"
+# and exits non-zero on any failure.  EXAMPLES="python node go" picks some;
+# PGBOUNCER_PORT (5691) the pooler's port.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/test/examples
+PG_BIN=${PG_BIN:-$("${PG_CONFIG:-pg_config}" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
+PSQL="env PGOPTIONS=--client-min-messages=warning $PG_BIN/psql -X -q -v ON_ERROR_STOP=1"
+server_host=${PGHOST:?PGHOST must name the server}
+server_port=${PGPORT:-5432}
+user=${PGUSER:-postgres}
+bport=${PGBOUNCER_PORT:-5691}
+examples=${EXAMPLES:-python node go}
+export GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=${GOCACHE:-/tmp/idemjob-examples-gocache}
+
+# ---- what the examples need
+need=()
+/usr/bin/python3 -c 'import psycopg' 2>/dev/null || need+=(python3-psycopg)
+command -v go >/dev/null || need+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/jackc/pgx/v4 ] || need+=(golang-github-jackc-pgx-v4-dev)
+command -v jq >/dev/null || need+=(jq)
+command -v pgbouncer >/dev/null || need+=(pgbouncer)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "examples: installing ${need[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; } ||
+		{ echo "examples: could not install ${need[*]}" >&2; exit 1; }
+fi
+if [[ " $examples " == *" node "* ]] && [ ! -d "$root/examples/node/node_modules/pg" ]; then
+	(cd "$root/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+		{ echo "examples: npm ci failed" >&2; exit 1; }
+fi
+
+work=$(mktemp -d /tmp/idemjob-examples.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+	[ -f "$work/pgbouncer.pid" ] && kill "$(cat "$work/pgbouncer.pid")" 2>/dev/null
+	for d in $($PSQL -d postgres -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'idemjob_ex_%'" 2>/dev/null); do
+		$PSQL -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+export PGHOST=$server_host PGPORT=$server_port PGUSER=$user
+
+# ---- pgbouncer, transaction pooling, consecutive transactions on other backends
+cat >"$work/pgbouncer.ini" <<INI
+[databases]
+* = host=$server_host port=$server_port
+[pgbouncer]
+listen_addr =
+listen_port = $bport
+unix_socket_dir = $work
+auth_type = trust
+auth_file = $work/users.txt
+pool_mode = transaction
+default_pool_size = 4
+server_round_robin = 1
+max_client_conn = 100
+ignore_startup_parameters = extra_float_digits
+logfile = $work/pgbouncer.log
+pidfile = $work/pgbouncer.pid
+INI
+for u in "$user" ij_ex_client ij_ex_worker ij_ex_admin; do echo "\"$u\" \"\""; done >"$work/users.txt"
+if [ "$(id -u)" = 0 ]; then
+	chown -R postgres: "$work"
+	runuser -u postgres -- pgbouncer -d "$work/pgbouncer.ini"
+else
+	pgbouncer -d "$work/pgbouncer.ini"
+fi
+for _ in $(seq 1 50); do [ -S "$work/.s.PGSQL.$bport" ] && break; sleep 0.1; done
+[ -S "$work/.s.PGSQL.$bport" ] || { echo "examples: pgbouncer did not start" >&2; exit 1; }
+
+# four server connections in each pool (database, role) the run will use:
+# with server_round_robin, consecutive transactions of one client then go
+# to different backends, so session state (prepared statements) breaks
+prewarm() {
+	local d=$1 u
+	shift
+	for u in "$@"; do
+		for _ in 1 2 3 4; do
+			PGHOST=$work PGPORT=$bport "$PG_BIN/psql" -X -q -d "$d" -U "$u" -c "SELECT pg_sleep(0.3)" >/dev/null &
+		done
+	done
+	wait
+}
+passed=0
+failed=0
+# the pooler really is in transaction mode: psycopg's default (prepared
+# statements after 5 runs) must fail through it, as the README says
+if [[ " $examples " == *" python "* ]]; then
+	prewarm postgres "$user"
+	if /usr/bin/python3 - "host=$work port=$bport dbname=postgres user=$user" <<'PY' >"$work/prepared.out" 2>&1; then
+import sys, psycopg
+c = psycopg.connect(sys.argv[1], autocommit=True)
+for i in range(40):
+    c.execute("SELECT %s::int", (i,)).fetchone()
+PY
+		echo "  FAIL pgbouncer: prepared statements worked through it; the pooler runs are meaningless"
+		failed=$((failed + 1))
+	else
+		echo "  ok   pgbouncer refuses psycopg's default prepared statements ($(grep -o 'prepared statement "[^"]*" does not exist' "$work/prepared.out" | head -1))"
+	fi
+fi
+fail() { echo "  FAIL $run: $*"; bad=1; }
+# jq over the check line named $1
+line() { jq -c "select(.check == \"$1\")" "$out" | head -1; }
+q() { $PSQL -d "$db" -Atc "$1"; }
+
+check_run() {
+	local dbl reuse bad_uuid slow fo doubt late latejob job late_att
+	dbl=$(line double_click)
+	job=$(jq -r '.job_ids[0]' <<<"$dbl")
+	[ -n "$job" ] && [ "$job" != null ] || { fail "no double_click line"; return; }
+	[ "$(jq -r '.job_ids[1]' <<<"$dbl")" = "$job" ] || fail "double click gave two job ids"
+	jq -e '.statuses | all(. == 200 or . == 202)' <<<"$dbl" >/dev/null || fail "double click statuses: $dbl"
+	[ "$(q "SELECT count(*) FROM idemjob.jobs WHERE idempotency_key = 'dbl'")" = 1 ] || fail "double click made more than one job"
+	jq -e '.status == 200 and .state == "succeeded" and (.version | type) == "number" and .version == 1 and (.result | type) == "object"' \
+		<<<"$(line double_click_done)" >/dev/null || fail "double click result: $(line double_click_done)"
+
+	reuse=$(line key_reuse)
+	jq -e --arg j "$job" '.status == 409 and .body.sqlstate == "IJ001" and .body.job_id == $j' <<<"$reuse" >/dev/null ||
+		fail "key reuse: $reuse"
+	jq -e '.status == 400 and .body.sqlstate == "22P02"' <<<"$(line bad_uuid)" >/dev/null || fail "bad uuid: $(line bad_uuid)"
+
+	slow=$(jq -r .job_id <<<"$(line slow)")
+	[ "$(q "SELECT j.state || ' ' || a.provider || ' ' || j.attempt_count || ' ' || (a.deadline > a.started_at + interval '1.1 s')
+		FROM idemjob.jobs j JOIN idemjob.attempts a ON a.id = j.completed_by WHERE j.id = '$slow'")" = "succeeded primary 1 true" ] ||
+		fail "slow provider: not won on primary with heartbeats"
+
+	fo=$(line failover)
+	jq -e '.status == 200 and .state == "succeeded" and .result.by == "fallback"' <<<"$fo" >/dev/null || fail "failover answer: $fo"
+	[ "$(q "SELECT string_agg(provider || ':' || state, ',' ORDER BY attempt_no) FROM idemjob.attempts
+		WHERE job_id = '$(jq -r .job_id <<<"$fo")'")" = "primary:failed,fallback:succeeded" ] || fail "failover attempts"
+
+	doubt=$(line in_doubt)
+	jq -e '.status == 409 and .body.sqlstate == "IJ002" and .body.job_id == .job_id and (.headers["Retry-After"] | tostring | test("^[1-9][0-9]*$"))' \
+		<<<"$doubt" >/dev/null || fail "in doubt: $doubt"
+	late=$(line late)
+	late_att=$(jq -r .attempt_id <<<"$late")
+	jq -e --argjson d "$doubt" '.outcome == "lost" and .attempt_id == $d.body.attempt_id and .job_id == $d.job_id' <<<"$late" >/dev/null ||
+		fail "late answer: $late"
+	[ "$(q "SELECT a.state || ' ' || r.reason || ' ' || (r.winner_attempt_id = j.completed_by) || ' ' || w.provider
+		FROM idemjob.race_log r JOIN idemjob.attempts a ON a.id = r.attempt_id JOIN idemjob.jobs j ON j.id = r.job_id
+		JOIN idemjob.attempts w ON w.id = j.completed_by WHERE r.attempt_id = '$late_att'")" = "superseded slot_taken true fallback" ] ||
+		fail "late answer: no race-log row for $late_att"
+	latejob=$(line late_job)
+	jq -e '.status == 200 and .state == "succeeded" and .result.by == "fallback"' <<<"$latejob" >/dev/null || fail "late job: $latejob"
+}
+
+for ex in $examples; do
+	case $ex in
+	python) cmd=(/usr/bin/python3 "$root/examples/python/scenario.py") ;;
+	node) cmd=(node "$root/examples/node/scenario.js") ;;
+	go) cmd=(go run "$root/examples/go/app.go" "$root/examples/go/scenario.go") ;;
+	*) echo "examples: unknown example $ex" >&2; exit 2 ;;
+	esac
+	for via in direct pgbouncer; do
+		run=$ex/$via
+		db=idemjob_ex_${ex}_$via
+		out=$work/$ex-$via.out
+		bad=0
+		$PSQL -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null &&
+			$PSQL -d "$db" -f "$here/setup.sql" >/dev/null &&
+			$PSQL -d postgres -c "ALTER DATABASE $db SET idemjob.default_provider = 'primary'" >/dev/null ||
+			{ echo "examples: setup of $db failed" >&2; exit 1; }
+		if [ $via = direct ]; then
+			h=$server_host p=$server_port
+		else
+			h=$work p=$bport
+			prewarm "$db" ij_ex_client ij_ex_worker ij_ex_admin
+		fi
+		t0=$(date +%s.%N)
+		(cd "$root/examples/$ex" &&
+			IJ_CLIENT_DSN="host=$h port=$p dbname=$db user=ij_ex_client" \
+			IJ_WORKER_DSN="host=$h port=$p dbname=$db user=ij_ex_worker" \
+			IJ_ADMIN_DSN="host=$h port=$p dbname=$db user=ij_ex_admin" \
+			timeout 120 "${cmd[@]}") >"$out" 2>"$out.err"
+		rc=$?
+		secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+		if [ $rc -ne 0 ]; then
+			fail "exit $rc"
+			sed 's/^/    /' "$out.err" | tail -20
+		else
+			check_run
+		fi
+		if [ $bad = 0 ]; then
+			passed=$((passed + 1))
+			printf '  ok   %-18s %5.1f s, %d checks\n' "$run" "$secs" "$(grep -c '"check"' "$out")"
+		else
+			failed=$((failed + 1))
+			sed 's/^/    | /' "$out" | cut -c1-300
+		fi
+	done
+done
+echo "examples: $passed passed, $failed failed"
+[ $failed = 0 ]
