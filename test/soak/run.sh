@@ -6,6 +6,14 @@
 # Phases, each a pgbench run of SOAK_CLIENTS clients (default 8):
 #   dup0, dup50, dup90, dup99   submits over a key pool, that % duplicates
 #   hot                         every submit on one key
+#   work                        workers: claim (200 ms timeout), then
+#                               complete, fail (retryable or not),
+#                               mark_unknown + late result, or let expire;
+#                               new submits (some with max_attempts 2-3);
+#                               retry_backoff 10ms, retry_backoff_max 100ms
+#   work_purge                  the same, with purge('0 seconds', 50) by one
+#                               client and replays of purged keys (IJ007);
+#                               then one drain claims everything due
 #   mixed_rc, mixed_ser         every idemjob call on a small rolling key
 #                               space, READ COMMITTED then SERIALIZABLE
 # Every call goes through a wrapper in schema "soak" (setup.sql) that logs
@@ -17,7 +25,8 @@
 #
 # Environment:
 #   SOAK_CLIENTS (8), SOAK_DUP_SECONDS / SOAK_MIX_SECONDS (per phase;
-#   --short: 6 / 18, full: 60 / 240), SOAK_DB (idemjob_soak),
+#   --short: 6 / 18, full: 60 / 240), SOAK_WORK_SECONDS (per worker phase;
+#   --short: 12, full: 120), SOAK_DB (idemjob_soak),
 #   SOAK_PGBENCH_MODE (prepared; use extended behind a transaction pooler),
 #   SOAK_KEEP_DB=1 keeps the database, PG_CONFIG or PG_BIN for the binaries,
 #   SOAK_MIN_COMMITS (50): fewer committed transactions in a phase fails it.
@@ -42,9 +51,11 @@ clients=${SOAK_CLIENTS:-8}
 if [ $short = 1 ]; then
 	dup_s=${SOAK_DUP_SECONDS:-6}
 	mix_s=${SOAK_MIX_SECONDS:-18}
+	work_s=${SOAK_WORK_SECONDS:-12}
 else
 	dup_s=${SOAK_DUP_SECONDS:-60}
 	mix_s=${SOAK_MIX_SECONDS:-240}
+	work_s=${SOAK_WORK_SECONDS:-120}
 fi
 db=${SOAK_DB:-idemjob_soak}
 mode=${SOAK_PGBENCH_MODE:-prepared}
@@ -104,12 +115,31 @@ run_phase dup50 dup "READ COMMITTED" "$dup_s" -D dup=50 -D pool=64
 run_phase dup90 dup "READ COMMITTED" "$dup_s" -D dup=90 -D pool=64
 run_phase dup99 dup "READ COMMITTED" "$dup_s" -D dup=99 -D pool=64
 run_phase hot dup "READ COMMITTED" "$dup_s" -D dup=100 -D pool=1
+# the worker phases, with a short retry backoff (soak.conf holds the same
+# values for check.sql); reset before the mixed phases, which start
+# attempts by hand
+$PSQL -d "$db" -At -c "SELECT format('ALTER DATABASE %I SET idemjob.retry_backoff = %L;
+	ALTER DATABASE %I SET idemjob.retry_backoff_max = %L;
+	ALTER DATABASE %I SET idemjob.max_attempts = %s;',
+	current_database(), (extract(epoch FROM retry_backoff) * 1000)::int || 'ms',
+	current_database(), (extract(epoch FROM retry_backoff_max) * 1000)::int || 'ms',
+	current_database(), max_attempts) FROM soak.conf" >"$work/conf.sql"
+$PSQL -d "$db" -f "$work/conf.sql" >/dev/null
+run_phase work work "READ COMMITTED" "$work_s" -D keys=2000 -D purge=false
+run_phase work_purge work "READ COMMITTED" "$work_s" -D keys=2000 -D purge=true
+# every retry's backoff has passed; then one drain claims all that is due
+sleep 0.3
+drained=$($PSQL -d "$db" -At -c "SELECT soak.drain('drain')")
+echo "  drain: claimed $drained due jobs after the worker phases"
+$PSQL -d "$db" -c "ALTER DATABASE $db RESET idemjob.retry_backoff" \
+	-c "ALTER DATABASE $db RESET idemjob.retry_backoff_max" \
+	-c "ALTER DATABASE $db RESET idemjob.max_attempts" >/dev/null
 run_phase mixed_rc mixed "READ COMMITTED" "$mix_s" -D slots=16
 run_phase mixed_ser mixed "SERIALIZABLE" "$mix_s" -D slots=16
 
 # the history must hold exactly the transactions pgbench saw commit
 echo "client log vs history:"
-for p in dup0 dup50 dup90 dup99 hot mixed_rc mixed_ser; do
+for p in dup0 dup50 dup90 dup99 hot work work_purge mixed_rc mixed_ser; do
 	h=$($PSQL -At -d "$db" -c "SELECT count(*) FROM soak.history WHERE phase = '$p'")
 	mark=ok
 	if [ "$h" != "${committed[$p]}" ]; then
@@ -120,7 +150,7 @@ for p in dup0 dup50 dup90 dup99 hot mixed_rc mixed_ser; do
 done
 
 # every phase must have done real work
-for p in dup0 dup50 dup90 dup99 hot mixed_rc mixed_ser; do
+for p in dup0 dup50 dup90 dup99 hot work work_purge mixed_rc mixed_ser; do
 	if [ "${committed[$p]}" -lt "${SOAK_MIN_COMMITS:-50}" ]; then
 		echo "phase $p committed only ${committed[$p]} transactions" >&2
 		fail=1

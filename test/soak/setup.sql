@@ -89,7 +89,8 @@ $$;
 -- submit
 --
 CREATE FUNCTION soak.submit(p_phase text, p_client int, p_owner text,
-							p_key text, p_intent text, p_variant int)
+							p_key text, p_intent text, p_variant int,
+							p_max int DEFAULT NULL, p_expect text[] DEFAULT '{}')
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -103,7 +104,8 @@ DECLARE
 BEGIN
 	BEGIN
 		SELECT pg_catalog.to_jsonb(s) INTO v_answer
-		FROM idemjob.submit(p_owner, p_key, p_intent, v_params, v_provider) s;
+		FROM idemjob.submit(p_owner, p_key, p_intent, v_params, v_provider,
+							NULL, 0, p_max) s;
 	EXCEPTION
 		WHEN serialization_failure OR deadlock_detected THEN RAISE;
 		WHEN OTHERS THEN
@@ -113,8 +115,8 @@ BEGIN
 	RETURN soak.log(p_phase, p_client, 'submit', p_owner, p_key,
 					(v_answer->>'job_id')::uuid, NULL,
 					pg_catalog.jsonb_build_object('intent', p_intent, 'params', v_params,
-												  'provider', v_provider),
-					v_state, '{}', v_answer, v_msg, v_detail);
+												  'provider', v_provider, 'max_attempts', p_max),
+					v_state, p_expect, v_answer, v_msg, v_detail);
 END;
 $$;
 
@@ -348,3 +350,223 @@ $$;
 SELECT idemjob.define_contract('soakc',
 	'{"type": "object", "properties": {"bad": false}}');
 SELECT idemjob.certify_provider('soakc', 'alt', '{"suite": "soak"}');
+
+--
+-- the worker phases (work, work_purge): one call per transaction.  A client
+-- claims a job (timeout 200 ms) and picks what happens to it; its next
+-- transaction does it (soak.held): complete (won), fail retryable, fail
+-- non-retryable, mark_unknown and later complete (late result), or nothing
+-- (the attempt expires: client 0 runs expire_attempts, and any client may
+-- complete an unknown attempt as the late result).  Some calls submit new
+-- jobs (intent "soakw", max_attempts NULL, 2 or 3 by key).  In work_purge,
+-- client 0 also purges and submits replay keys of the work phase.
+--
+CREATE TABLE soak.held (
+	phase		text,
+	client		int,
+	attempt_id	uuid NOT NULL,
+	job_id		uuid NOT NULL,
+	action		text NOT NULL,
+	PRIMARY KEY (phase, client)
+);
+
+-- the settings of the worker phases (run.sh sets them on the database)
+CREATE TABLE soak.conf (
+	retry_backoff		interval NOT NULL,
+	retry_backoff_max	interval NOT NULL,
+	max_attempts		int NOT NULL
+);
+INSERT INTO soak.conf VALUES ('10 ms', '100 ms', 4);
+
+-- one claim, logged; returns the attempt (NULL: nothing due)
+CREATE FUNCTION soak.claim_one(p_phase text, p_client int)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_answer jsonb;
+	v_state text := '00000';
+	v_msg text;
+	v_detail text;
+BEGIN
+	BEGIN
+		SELECT pg_catalog.to_jsonb(c) INTO v_answer
+		FROM idemjob.claim('w' || p_client, '{soakw}', 1, interval '200 ms') c;
+	EXCEPTION
+		WHEN serialization_failure OR deadlock_detected THEN RAISE;
+		WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+				v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+	END;
+	PERFORM soak.log(p_phase, p_client, 'claim', v_answer->>'owner_id', NULL,
+					 (v_answer->>'job_id')::uuid, (v_answer->>'attempt_id')::uuid,
+					 '{"timeout": "200 ms"}', v_state, '{}', v_answer, v_msg, v_detail);
+	RETURN v_answer;
+END;
+$$;
+
+-- an attempt's result: one per attempt, whoever sends it
+CREATE FUNCTION soak.work_result(p_att uuid)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT pg_catalog.jsonb_build_object('a', p_att, 'w', 1)
+$$;
+
+CREATE FUNCTION soak.work(p_phase text, p_client int, p_op int, p_r int,
+						  p_keys int, p_purge boolean)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	h soak.held;
+	v_answer jsonb;
+	v_state text := '00000';
+	v_msg text;
+	v_detail text;
+	v_fn text;
+	v_sent jsonb;
+	v_att uuid;
+	v_job uuid;
+	v_key text;
+	v_base text;
+BEGIN
+	DELETE FROM soak.held WHERE phase = p_phase AND client = p_client
+	RETURNING * INTO h;
+	IF h.attempt_id IS NOT NULL THEN
+		v_att := h.attempt_id;
+		BEGIN
+			IF h.action IN ('complete', 'late') THEN
+				v_fn := 'complete_attempt';
+				v_sent := pg_catalog.jsonb_build_object('result', soak.work_result(v_att));
+				SELECT pg_catalog.to_jsonb(c) INTO v_answer
+				FROM idemjob.complete_attempt(v_att, soak.work_result(v_att)) c;
+			ELSIF h.action IN ('fail_r', 'fail_n') THEN
+				v_fn := 'fail_attempt';
+				v_sent := pg_catalog.jsonb_build_object('error',
+					pg_catalog.jsonb_build_object('code', 'soak', 'r', p_r),
+					'retryable', h.action = 'fail_r');
+				SELECT pg_catalog.to_jsonb(a) INTO v_answer
+				FROM idemjob.fail_attempt(v_att, v_sent->'error', h.action = 'fail_r') a;
+			ELSE
+				v_fn := 'mark_unknown';
+				v_sent := '{"reason": "soak timeout"}';
+				SELECT pg_catalog.to_jsonb(a) INTO v_answer
+				FROM idemjob.mark_unknown(v_att, 'soak timeout') a;
+				-- the late result comes in a later transaction
+				INSERT INTO soak.held VALUES (p_phase, p_client, v_att, h.job_id, 'late');
+			END IF;
+		EXCEPTION
+			WHEN serialization_failure OR deadlock_detected THEN RAISE;
+			WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+					v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+		END;
+		-- IJ005: another client resolved it first; IJ006: purged since
+		RETURN soak.log(p_phase, p_client, v_fn, NULL, NULL, h.job_id, v_att,
+						v_sent, v_state, '{IJ005,IJ006}', v_answer, v_msg, v_detail);
+	END IF;
+
+	IF p_purge AND p_client = 0 AND p_op <= 4 THEN
+		v_fn := 'purge';
+		v_sent := '{"older_than": "0 seconds", "max_jobs": 50}';
+		BEGIN
+			v_answer := pg_catalog.to_jsonb(idemjob.purge('0 seconds', 50));
+		EXCEPTION
+			WHEN serialization_failure OR deadlock_detected THEN RAISE;
+			WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+					v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+		END;
+		RETURN soak.log(p_phase, p_client, v_fn, NULL, NULL, NULL, NULL,
+						v_sent, v_state, '{}', v_answer, v_msg, v_detail);
+	END IF;
+
+	IF p_client = 0 AND p_op <= 12 THEN
+		v_fn := 'expire_attempts';
+		BEGIN
+			v_answer := pg_catalog.to_jsonb(idemjob.expire_attempts());
+		EXCEPTION
+			WHEN serialization_failure OR deadlock_detected THEN RAISE;
+			WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+					v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+		END;
+		RETURN soak.log(p_phase, p_client, v_fn, NULL, NULL, NULL, NULL,
+						'{}', v_state, '{}', v_answer, v_msg, v_detail);
+	END IF;
+
+	IF p_op <= 10 THEN
+		-- an attempt in doubt (expired, or its worker gone) is resolved out
+		-- of band (cancel_attempt, a quarter of them fenced), or its late
+		-- result arrives; so does the late result of a cancelled one (it
+		-- may still win, or lose to the attempt claimed after it)
+		SELECT a.id, a.job_id INTO v_att, v_job
+		FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id
+		WHERE a.state IN ('unknown', 'cancelled') AND j.intent = 'soakw'
+		  AND (a.state = 'cancelled') = (p_r % 3 = 0)
+		ORDER BY pg_catalog.random() LIMIT 1;
+		IF v_att IS NOT NULL AND p_r % 3 = 1 THEN
+			v_fn := 'cancel_attempt';
+			v_sent := pg_catalog.jsonb_build_object('reason', 'soak resolve', 'fence', p_r % 4 = 1);
+			BEGIN
+				SELECT pg_catalog.to_jsonb(a) INTO v_answer
+				FROM idemjob.cancel_attempt(v_att, 'soak resolve', p_r % 4 = 1) a;
+			EXCEPTION
+				WHEN serialization_failure OR deadlock_detected THEN RAISE;
+				WHEN OTHERS THEN
+					GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+						v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+			END;
+			RETURN soak.log(p_phase, p_client, v_fn, NULL, NULL, v_job, v_att,
+							v_sent, v_state, '{IJ005,IJ006}', v_answer, v_msg, v_detail);
+		ELSIF v_att IS NOT NULL THEN
+			v_fn := 'complete_attempt';
+			BEGIN
+				SELECT pg_catalog.to_jsonb(c) INTO v_answer
+				FROM idemjob.complete_attempt(v_att, soak.work_result(v_att)) c;
+			EXCEPTION
+				WHEN serialization_failure OR deadlock_detected THEN RAISE;
+				WHEN OTHERS THEN
+					GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+						v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+			END;
+			RETURN soak.log(p_phase, p_client, v_fn, NULL, NULL, v_job, v_att,
+							pg_catalog.jsonb_build_object('result', soak.work_result(v_att)),
+							v_state, '{IJ005,IJ006}', v_answer, v_msg, v_detail);
+		END IF;
+	END IF;
+
+	IF p_op <= 30 THEN
+		-- a key of this phase (new or a duplicate), or in work_purge half
+		-- the time a key of the work phase, which may have been purged
+		v_base := CASE WHEN p_purge AND p_r % 2 = 0 THEN 'work' ELSE p_phase END;
+		v_key := v_base || '-k' || (p_r % p_keys);
+		RETURN soak.submit(p_phase, p_client, 'w' || (pg_catalog.abs(pg_catalog.hashtext(v_key)) % 3),
+						   v_key, 'soakw', p_r,
+						   CASE pg_catalog.abs(pg_catalog.hashtext(v_key || 'm')) % 3
+						   WHEN 0 THEN NULL ELSE pg_catalog.abs(pg_catalog.hashtext(v_key || 'm')) % 3 + 1 END,
+						   CASE WHEN p_purge THEN '{IJ007}'::text[] ELSE '{}' END);
+	END IF;
+
+	v_answer := soak.claim_one(p_phase, p_client);
+	IF v_answer IS NOT NULL AND p_r % 10 < 8 THEN
+		INSERT INTO soak.held VALUES (p_phase, p_client, (v_answer->>'attempt_id')::uuid,
+			(v_answer->>'job_id')::uuid,
+			CASE p_r % 10 WHEN 4 THEN 'fail_r' WHEN 5 THEN 'fail_r' WHEN 6 THEN 'fail_n'
+						  WHEN 7 THEN 'unknown' ELSE 'complete' END);
+	END IF;
+	RETURN 'claim';
+END;
+$$;
+
+-- after the worker phases: claim everything due (nothing may be left)
+CREATE FUNCTION soak.drain(p_phase text)
+RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+	n int := 0;
+BEGIN
+	WHILE soak.claim_one(p_phase, 0) IS NOT NULL AND n < 100000 LOOP
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END;
+$$;

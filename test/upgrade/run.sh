@@ -197,9 +197,14 @@ check "row counts per table unchanged" $db \
 	"SELECT bool_and(b.n = a.n) AND count(*) = 5
 	 FROM (SELECT tab, count(*) n FROM ij_check.rows WHERE tag = 'before' GROUP BY tab) b
 	 JOIN (SELECT tab, count(*) n FROM ij_check.rows WHERE tag = 'after' GROUP BY tab) a USING (tab)"
-check "jobs.run_at = created_at; priority 0, max_attempts and error NULL" $db \
-	"SELECT count(*) > 0 AND bool_and(run_at = created_at AND priority = 0
-	    AND max_attempts IS NULL AND error IS NULL) FROM idemjob.jobs"
+check "jobs.run_at = created_at; priority 0, max_attempts NULL; error of failed jobs from the attempt that ended them" $db \
+	"SELECT count(*) FILTER (WHERE state = 'failed' AND error IS NOT NULL) > 0
+	    AND bool_and(run_at = created_at AND priority = 0 AND max_attempts IS NULL)
+	    AND bool_and(CASE WHEN state = 'failed'
+	                 THEN error IS NOT DISTINCT FROM (SELECT a.error FROM idemjob.attempts a
+	                       WHERE a.job_id = j.id AND a.state = 'failed' ORDER BY a.attempt_no DESC LIMIT 1)
+	                 ELSE error IS NULL END)
+	 FROM idemjob.jobs j"
 check "attempts.unknown_at set for unknown attempts (deadline, else start), NULL for the others" $db \
 	"SELECT count(*) FILTER (WHERE state = 'unknown') > 0
 	    AND bool_and(CASE WHEN state = 'unknown' THEN unknown_at = coalesce(deadline, started_at)
