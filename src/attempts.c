@@ -318,36 +318,6 @@ set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
 }
 
 /*
- * now() + timeout: an argument check, so a deadline past the end of time is
- * 22023 before any id is looked up.
- */
-static Datum
-deadline_after(Interval *timeout)
-{
-	Datum		deadline = (Datum) 0;
-	MemoryContext cxt = CurrentMemoryContext;
-
-	PG_TRY();
-	{
-		deadline = DirectFunctionCall2(timestamptz_pl_interval,
-									   TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
-									   IntervalPGetDatum(timeout));
-	}
-	PG_CATCH();
-	{
-		/* plain arithmetic: nothing to clean up but the error itself */
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("argument \"timeout\" is too large"),
-				 errdetail("The deadline would be past the end of the timestamp range.")));
-	}
-	PG_END_TRY();
-	return deadline;
-}
-
-/*
  * idemjob.start_attempt(job_id, provider, timeout, worker)
  *		RETURNS idemjob.attempts
  */
@@ -388,7 +358,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	}
 	worker = ij_name_arg(fcinfo, 3, "worker", true);
 	if (timeout != NULL)
-		deadline = deadline_after(timeout);
+		deadline = ij_deadline_after(GetCurrentTransactionStartTimestamp(),
+									 timeout, "timeout");
 
 	ij_connect();
 

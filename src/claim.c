@@ -149,36 +149,6 @@ interval_usecs(Interval *i)
 	return days * USECS_PER_DAY + i->time;
 }
 
-/*
- * base + timeout, or 22023 when that is past the end of time; the
- * argument check start_attempt() makes.
- */
-static Datum
-deadline_from(TimestampTz base, Interval *timeout, const char *name)
-{
-	Datum		deadline = (Datum) 0;
-	MemoryContext cxt = CurrentMemoryContext;
-
-	PG_TRY();
-	{
-		deadline = DirectFunctionCall2(timestamptz_pl_interval,
-									   TimestampTzGetDatum(base),
-									   IntervalPGetDatum(timeout));
-	}
-	PG_CATCH();
-	{
-		/* plain arithmetic: nothing to clean up but the error itself */
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("argument \"%s\" is too large", name),
-				 errdetail("The deadline would be past the end of the timestamp range.")));
-	}
-	PG_END_TRY();
-	return deadline;
-}
-
 /* a timeout argument: NULL means idemjob.attempt_timeout (0: none) */
 static Interval *
 timeout_arg(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -265,7 +235,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 				 errdetail("It is %d.", max_jobs)));
 	timeout = timeout_arg(fcinfo, 3, "timeout");
 	if (timeout != NULL)
-		(void) deadline_from(GetCurrentTransactionStartTimestamp(), timeout, "timeout");
+		(void) ij_deadline_after(GetCurrentTransactionStartTimestamp(), timeout, "timeout");
 	wait = PG_GETARG_INTERVAL_P(4);
 	if (interval_negative(wait))
 		ereport(ERROR,
@@ -336,7 +306,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 		}
 		args[0] = TimestampTzGetDatum(base);
 		args[5] = TimestampTzGetDatum(base);
-		args[6] = timeout ? deadline_from(base, timeout, "timeout") : (Datum) 0;
+		args[6] = timeout ? ij_deadline_after(base, timeout, "timeout") : (Datum) 0;
 
 		n = ij_exec(plan, args, nulls);
 		if (n > 0 || wait_us == 0)
@@ -377,7 +347,7 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 	extend = timeout_arg(fcinfo, 1, "extend");
 	args[0] = PG_GETARG_DATUM(0);
 	if (extend != NULL)
-		args[1] = deadline_from(GetCurrentTransactionStartTimestamp(), extend, "extend");
+		args[1] = ij_deadline_after(GetCurrentTransactionStartTimestamp(), extend, "extend");
 	else
 	{
 		args[1] = (Datum) 0;

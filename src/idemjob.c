@@ -225,6 +225,36 @@ _PG_init(void)
 }
 
 /*
+ * base + timeout, or 22023 naming the argument when that is past the end of
+ * the timestamp range: an argument check, made before any id is looked up.
+ */
+Datum
+ij_deadline_after(TimestampTz base, Interval *timeout, const char *name)
+{
+	Datum		deadline = (Datum) 0;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		deadline = DirectFunctionCall2(timestamptz_pl_interval,
+									   TimestampTzGetDatum(base),
+									   IntervalPGetDatum(timeout));
+	}
+	PG_CATCH();
+	{
+		/* plain arithmetic: nothing to clean up but the error itself */
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" is too large", name),
+				 errdetail("The deadline would be past the end of the timestamp range.")));
+	}
+	PG_END_TRY();
+	return deadline;
+}
+
+/*
  * Raise 22004 when argument argno is NULL.
  */
 void

@@ -99,6 +99,8 @@ extern text *ij_name_arg(FunctionCallInfo fcinfo, int argno, const char *name,
 extern Jsonb *ij_jsonb_arg(FunctionCallInfo fcinfo, int argno, const char *name,
 						   bool nullable);
 extern void ij_check_payload(Datum jsonb_datum, const char *name);
+extern Datum ij_deadline_after(TimestampTz base, Interval *timeout,
+								const char *name);
 extern char *ij_uuid_str(Datum uuid);
 extern Datum ij_text_datum(const char *s);
 extern bool ij_text_eq(Datum a, text *b);

@@ -41,11 +41,17 @@ SELECT 'one job per (owner, key)', count(*)
 FROM (SELECT owner_id, idempotency_key FROM idemjob.jobs
 	  GROUP BY 1, 2 HAVING count(*) > 1) d;
 
+-- (or, for a purged job, the key is spent with that job id)
 INSERT INTO soak_check (check_name, violations)
 SELECT 'every submit of a key got that key''s job id', count(*)
-FROM ok h LEFT JOIN idemjob.jobs j
-	ON j.owner_id = h.owner_id AND j.idempotency_key = h.idem_key
-WHERE h.fn = 'submit' AND (j.id IS NULL OR j.id <> h.job_id);
+FROM ok h
+WHERE h.fn = 'submit'
+  AND NOT EXISTS (SELECT 1 FROM idemjob.jobs j
+				  WHERE j.owner_id = h.owner_id AND j.idempotency_key = h.idem_key
+					AND j.id = h.job_id)
+  AND NOT EXISTS (SELECT 1 FROM idemjob.spent_keys s
+				  WHERE s.owner_id = h.owner_id AND s.idempotency_key = h.idem_key
+					AND s.job_id = h.job_id);
 
 INSERT INTO soak_check (check_name, violations)
 SELECT 'every job created by exactly one committed submit (created = true)', count(*)
@@ -262,6 +268,127 @@ SELECT 'unexpected errors (none allowed)', count(*),
 FROM soak.history h LEFT JOIN soak.unexpected u ON u.seq = h.seq
 WHERE NOT h.expected;
 
+-- ---------------------------------------------------------------- workers (work, work_purge)
+-- the in-doubt span of an attempt is [started_at, finished_at) (finished_at
+-- is set exactly when it ends; NULL: still in doubt).  An attempt cancelled
+-- by cancel_attempt may still send its result later, which moves its
+-- finished_at past the cancel: those are left out (the cancel ended the
+-- doubt, and the table no longer records when)
+INSERT INTO soak_check (check_name, violations)
+SELECT 'never two attempts of a job in doubt at once (history of worker jobs)', count(*)
+FROM idemjob.jobs j
+JOIN idemjob.attempts a ON a.job_id = j.id
+JOIN idemjob.attempts b ON b.job_id = j.id AND b.attempt_no > a.attempt_no
+WHERE j.intent = 'soakw'
+  AND b.started_at < coalesce(a.finished_at, 'infinity')
+  AND NOT EXISTS (SELECT 1 FROM ok c WHERE c.fn = 'cancel_attempt' AND c.attempt_id = a.id);
+
+-- after the drain nothing touched the worker jobs: none may be due
+INSERT INTO soak_check (check_name, violations, detail)
+SELECT 'no due worker job left unclaimed after the drain', count(*),
+	   'queue_stats due: ' || coalesce((SELECT sum(due) FROM idemjob.queue_stats
+										WHERE intent = 'soakw'), 0)
+FROM idemjob.jobs
+WHERE intent = 'soakw' AND state = 'pending' AND run_at <= now();
+
+INSERT INTO soak_check (check_name, violations)
+SELECT 'queue_stats agrees: no worker job due', coalesce(sum(due), 0)
+FROM idemjob.queue_stats WHERE intent = 'soakw';
+
+-- a failed attempt sent its job back to pending (or ended it); the next
+-- attempt (claim only: claim honours run_at) starts no earlier than the
+-- backoff after the failure: both times are transaction timestamps, so
+-- only 1 ms is allowed for their granularity
+INSERT INTO soak_check (check_name, violations, detail)
+SELECT 'retry backoff honoured (next claim >= failure + backoff x 2^(n-1), capped)',
+	   count(*), min(b.started_at - a.finished_at)::text
+FROM idemjob.jobs j
+JOIN idemjob.attempts a ON a.job_id = j.id AND a.state = 'failed'
+JOIN idemjob.attempts b ON b.job_id = j.id AND b.attempt_no = a.attempt_no + 1,
+	 soak.conf c
+WHERE j.intent = 'soakw'
+  AND b.started_at < a.finished_at
+		+ least(c.retry_backoff * power(2, a.attempt_no - 1), c.retry_backoff_max)
+		- interval '1 ms';
+
+-- claim is the only starter of worker jobs, so max_attempts binds
+INSERT INTO soak_check (check_name, violations, detail)
+SELECT 'max_attempts honoured', count(*), string_agg(DISTINCT x.why, ', ')
+FROM (
+	SELECT CASE
+		WHEN j.attempt_count > coalesce(j.max_attempts, c.max_attempts) THEN 'more attempts than allowed'
+		WHEN j.state = 'pending' AND j.attempt_count >= coalesce(j.max_attempts, c.max_attempts)
+			THEN 'pending with no attempt left'
+		WHEN j.state = 'failed' AND j.error->>'code' = 'max_attempts'
+			 AND j.attempt_count <> coalesce(j.max_attempts, c.max_attempts)
+			THEN 'failed for max_attempts before reaching it'
+		END AS why
+	FROM idemjob.jobs j, soak.conf c WHERE j.intent = 'soakw'
+) x WHERE x.why IS NOT NULL;
+
+INSERT INTO soak_check (check_name, violations)
+SELECT 'every claimed attempt exists once, on the job claimed, by that worker (or purged)', count(*)
+FROM (SELECT attempt_id FROM ok WHERE fn = 'claim' AND attempt_id IS NOT NULL
+	  GROUP BY attempt_id HAVING count(*) > 1
+	  UNION ALL
+	  SELECT h.attempt_id FROM ok h LEFT JOIN idemjob.attempts a ON a.id = h.attempt_id
+	  WHERE h.fn = 'claim' AND h.attempt_id IS NOT NULL
+		AND (a.id IS NULL AND NOT EXISTS (SELECT 1 FROM idemjob.spent_keys s
+										  WHERE s.job_id = h.job_id)
+			 OR a.job_id <> h.job_id OR a.worker <> 'w' || h.client)) d;
+
+-- ---------------------------------------------------------------- purge and spent keys
+INSERT INTO soak_check (check_name, violations)
+SELECT 'no (owner, key) both a job and a spent key', count(*)
+FROM idemjob.jobs j JOIN idemjob.spent_keys s
+	ON s.owner_id = j.owner_id AND s.idempotency_key = j.idempotency_key;
+
+INSERT INTO soak_check (check_name, violations)
+SELECT 'one job id per key ever (answers, jobs, spent keys)', count(*)
+FROM (SELECT owner_id, idem_key FROM (
+		SELECT owner_id, idem_key, job_id FROM ok WHERE fn = 'submit'
+		UNION ALL SELECT owner_id, idempotency_key, id FROM idemjob.jobs
+		UNION ALL SELECT owner_id, idempotency_key, job_id FROM idemjob.spent_keys) k
+	  GROUP BY 1, 2 HAVING count(DISTINCT job_id) > 1) d;
+
+-- a job a client was given that is gone was purged: its key is spent,
+-- and it was final when purged
+INSERT INTO soak_check (check_name, violations)
+SELECT 'every purged job has its spent key', count(*)
+FROM (SELECT DISTINCT owner_id, idem_key, job_id FROM ok
+	  WHERE fn = 'submit' AND (answer->>'created')::boolean) h
+WHERE NOT EXISTS (SELECT 1 FROM idemjob.jobs j WHERE j.id = h.job_id)
+  AND NOT EXISTS (SELECT 1 FROM idemjob.spent_keys s
+				  WHERE s.job_id = h.job_id AND s.owner_id = h.owner_id
+					AND s.idempotency_key = h.idem_key
+					AND s.final_state IN ('succeeded', 'failed', 'cancelled'));
+
+INSERT INTO soak_check (check_name, violations)
+SELECT 'IJ007 only for a spent key; never IJ001 for a replay', count(*)
+FROM soak.history e
+WHERE e.fn = 'submit' AND e.phase LIKE 'work%'
+  AND (e.sqlstate = 'IJ001'
+	   OR (e.sqlstate = 'IJ007' AND NOT EXISTS (
+			SELECT 1 FROM idemjob.spent_keys s
+			WHERE s.owner_id = e.owner_id AND s.idempotency_key = e.idem_key)));
+
+INSERT INTO soak_check (check_name, violations)
+SELECT 'IJ006 only for attempts of purged jobs', count(*)
+FROM soak.history e
+WHERE e.sqlstate = 'IJ006'
+  AND (EXISTS (SELECT 1 FROM idemjob.attempts a WHERE a.id = e.attempt_id)
+	   OR NOT EXISTS (SELECT 1 FROM idemjob.spent_keys s WHERE s.job_id = e.job_id));
+
+-- race-log rows outlive purges: every loser a client was told about has
+-- its one row, whether or not its job is still there
+INSERT INTO soak_check (check_name, violations)
+SELECT 'every lost answer has exactly one race_log row (purged jobs too)', count(*)
+FROM (SELECT DISTINCT attempt_id FROM ok
+	  WHERE fn = 'complete_attempt' AND answer->>'outcome' = 'lost') h
+LEFT JOIN (SELECT attempt_id, count(*) AS n FROM idemjob.race_log GROUP BY 1) r
+	ON r.attempt_id = h.attempt_id
+WHERE coalesce(r.n, 0) <> 1;
+
 -- ---------------------------------------------------------------- amcheck
 INSERT INTO soak_check (check_name, violations, detail)
 SELECT 'amcheck bt_index_check(heapallindexed) on every idemjob index',
@@ -292,6 +419,9 @@ SELECT 'calls', count(*) FROM soak.history;
 SELECT 'jobs', count(*) FROM idemjob.jobs;
 SELECT 'attempts', count(*) FROM idemjob.attempts;
 SELECT 'race_log', count(*) FROM idemjob.race_log;
+SELECT 'spent_keys', count(*) FROM idemjob.spent_keys;
+SELECT 'race_log of purged jobs', count(*) FROM idemjob.race_log r
+WHERE NOT EXISTS (SELECT 1 FROM idemjob.jobs j WHERE j.id = r.job_id);
 \echo PHASES
 SELECT phase, count(*) AS calls,
 	   count(*) FILTER (WHERE fn = 'submit') AS submits,
