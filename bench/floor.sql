@@ -95,6 +95,14 @@ CREATE INDEX jobs_active
 	ON floor.jobs (intent, state, run_at)
 	WHERE state IN ('pending', 'running', 'in_doubt');
 
+CREATE INDEX jobs_claim_intent
+	ON floor.jobs (intent, priority DESC, run_at, id)
+	WHERE state = 'pending';
+
+CREATE INDEX jobs_final
+	ON floor.jobs (completed_at)
+	WHERE state IN ('succeeded', 'failed', 'cancelled');
+
 CREATE TABLE floor.race_log (
 	logged_at			timestamptz NOT NULL DEFAULT clock_timestamp(),
 	job_id				uuid NOT NULL,

@@ -274,14 +274,16 @@ WHERE NOT h.expected;
 -- by cancel_attempt may still send its result later, which moves its
 -- finished_at past the cancel: those are left out (the cancel ended the
 -- doubt, and the table no longer records when)
-INSERT INTO soak_check (check_name, violations)
-SELECT 'never two attempts of a job in doubt at once (history of worker jobs)', count(*)
+INSERT INTO soak_check (check_name, violations, detail)
+SELECT 'never two attempts of a job in doubt at once (history of worker jobs)',
+	   count(*) FILTER (WHERE b.started_at < coalesce(a.finished_at, 'infinity')
+			AND NOT EXISTS (SELECT 1 FROM ok c WHERE c.fn = 'cancel_attempt'
+							AND c.attempt_id = a.id)),
+	   count(*) || ' pairs of attempts checked'
 FROM idemjob.jobs j
 JOIN idemjob.attempts a ON a.job_id = j.id
 JOIN idemjob.attempts b ON b.job_id = j.id AND b.attempt_no > a.attempt_no
-WHERE j.intent = 'soakw'
-  AND b.started_at < coalesce(a.finished_at, 'infinity')
-  AND NOT EXISTS (SELECT 1 FROM ok c WHERE c.fn = 'cancel_attempt' AND c.attempt_id = a.id);
+WHERE j.intent = 'soakw';
 
 -- after the drain nothing touched the worker jobs: none may be due
 INSERT INTO soak_check (check_name, violations, detail)
@@ -298,29 +300,52 @@ FROM idemjob.queue_stats WHERE intent = 'soakw';
 -- a failed attempt sent its job back to pending (or ended it); the next
 -- attempt (claim only: claim honours run_at) starts no earlier than the
 -- backoff after the failure: both times are transaction timestamps, so
--- only 1 ms is allowed for their granularity
+-- only 1 ms is allowed for their granularity.  The pairs come from the
+-- tables (jobs still there) and from the client log, which outlives
+-- purges: fail_attempt answers the attempt row (finished_at), claim
+-- answers the deadline (start + the 200 ms timeout)
 INSERT INTO soak_check (check_name, violations, detail)
 SELECT 'retry backoff honoured (next claim >= failure + backoff x 2^(n-1), capped)',
-	   count(*), min(b.started_at - a.finished_at)::text
-FROM idemjob.jobs j
-JOIN idemjob.attempts a ON a.job_id = j.id AND a.state = 'failed'
-JOIN idemjob.attempts b ON b.job_id = j.id AND b.attempt_no = a.attempt_no + 1,
-	 soak.conf c
-WHERE j.intent = 'soakw'
-  AND b.started_at < a.finished_at
-		+ least(c.retry_backoff * power(2, a.attempt_no - 1), c.retry_backoff_max)
-		- interval '1 ms';
+	   count(*) FILTER (WHERE p.started < p.failed
+			+ least(c.retry_backoff * power(2, p.n - 1), c.retry_backoff_max)
+			- interval '1 ms'),
+	   count(*) || ' retries checked (' || count(*) FILTER (WHERE p.src = 'log') || ' from the log), shortest wait '
+	   || coalesce(min(p.started - p.failed)::text, '-')
+FROM (
+	SELECT 'table' AS src, a.attempt_no AS n, a.finished_at AS failed, b.started_at AS started
+	FROM idemjob.jobs j
+	JOIN idemjob.attempts a ON a.job_id = j.id AND a.state = 'failed'
+	JOIN idemjob.attempts b ON b.job_id = j.id AND b.attempt_no = a.attempt_no + 1
+	WHERE j.intent = 'soakw'
+	UNION ALL
+	SELECT DISTINCT 'log', (f.answer->>'attempt_no')::int, (f.answer->>'finished_at')::timestamptz,
+		   (l.answer->>'deadline')::timestamptz - interval '200 ms'
+	FROM ok f JOIN ok l ON l.fn = 'claim' AND l.job_id = f.job_id
+		AND (l.answer->>'attempt_no')::int = (f.answer->>'attempt_no')::int + 1
+	WHERE f.fn = 'fail_attempt' AND f.answer->>'state' = 'failed'
+) p, soak.conf c;
 
--- claim is the only starter of worker jobs, so max_attempts binds
+-- max_attempts is checked when an attempt fails (a cancel_attempt frees
+-- the job without counting), so: no attempt after a failed one numbered
+-- max_attempts or more, and no job failed for max_attempts before that
 INSERT INTO soak_check (check_name, violations, detail)
-SELECT 'max_attempts honoured', count(*), string_agg(DISTINCT x.why, ', ')
+SELECT 'max_attempts honoured', count(*),
+	   coalesce(string_agg(DISTINCT x.why, ', ') || '; ', '')
+	   || (SELECT count(*) FROM idemjob.jobs WHERE intent = 'soakw'
+		   AND error->>'code' = 'max_attempts') || ' jobs ended by max_attempts'
 FROM (
 	SELECT CASE
-		WHEN j.attempt_count > coalesce(j.max_attempts, c.max_attempts) THEN 'more attempts than allowed'
+		WHEN EXISTS (SELECT 1 FROM idemjob.attempts a
+					 WHERE a.job_id = j.id AND a.state = 'failed'
+					   AND a.attempt_no >= coalesce(j.max_attempts, c.max_attempts)
+					   AND a.attempt_no < j.attempt_count)
+			THEN 'claimed again after the last allowed failure'
 		WHEN j.state = 'pending' AND j.attempt_count >= coalesce(j.max_attempts, c.max_attempts)
-			THEN 'pending with no attempt left'
+			 AND EXISTS (SELECT 1 FROM idemjob.attempts a WHERE a.job_id = j.id
+						 AND a.attempt_no = j.attempt_count AND a.state = 'failed')
+			THEN 'pending after the last allowed failure'
 		WHEN j.state = 'failed' AND j.error->>'code' = 'max_attempts'
-			 AND j.attempt_count <> coalesce(j.max_attempts, c.max_attempts)
+			 AND j.attempt_count < coalesce(j.max_attempts, c.max_attempts)
 			THEN 'failed for max_attempts before reaching it'
 		END AS why
 	FROM idemjob.jobs j, soak.conf c WHERE j.intent = 'soakw'
@@ -432,6 +457,7 @@ FROM soak.history GROUP BY phase ORDER BY min(seq);
 \echo OUTCOMES
 SELECT fn, CASE WHEN sqlstate <> '00000' THEN sqlstate
 				WHEN fn = 'complete_attempt' THEN answer->>'outcome'
+				WHEN fn = 'claim' THEN CASE WHEN answer IS NULL THEN 'none' ELSE 'claimed' END
 				WHEN fn = 'submit' THEN CASE WHEN (answer->>'created')::boolean THEN 'created' ELSE 'existing' END
 				ELSE 'ok' END AS outcome,
 	   count(*)

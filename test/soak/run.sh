@@ -125,8 +125,8 @@ $PSQL -d "$db" -At -c "SELECT format('ALTER DATABASE %I SET idemjob.retry_backof
 	current_database(), (extract(epoch FROM retry_backoff_max) * 1000)::int || 'ms',
 	current_database(), max_attempts) FROM soak.conf" >"$work/conf.sql"
 $PSQL -d "$db" -f "$work/conf.sql" >/dev/null
-run_phase work work "READ COMMITTED" "$work_s" -D keys=2000 -D purge=false
-run_phase work_purge work "READ COMMITTED" "$work_s" -D keys=2000 -D purge=true
+run_phase work work "READ COMMITTED" "$work_s" -D keys=5000 -D purge=false
+run_phase work_purge work "READ COMMITTED" "$work_s" -D keys=5000 -D purge=true
 # every retry's backoff has passed; then one drain claims all that is due
 sleep 0.3
 drained=$($PSQL -d "$db" -At -c "SELECT soak.drain('drain')")
@@ -186,7 +186,15 @@ for c in "one job per (owner, key)|0" \
 	"no committed result ever overwritten (every read saw the final result)|1" \
 	"every superseded attempt has exactly one race_log row|1" \
 	"race_log sha256 and size match what the loser sent|1" \
-	"unexpected errors (none allowed)|1"; do
+	"unexpected errors (none allowed)|1" \
+	"never two attempts of a job in doubt at once (history of worker jobs)|1" \
+	"no due worker job left unclaimed after the drain|1" \
+	"retry backoff honoured (next claim >= failure + backoff x 2^(n-1), capped)|1" \
+	"max_attempts honoured|1" \
+	"no (owner, key) both a job and a spent key|1" \
+	"one job id per key ever (answers, jobs, spent keys)|1" \
+	"every purged job has its spent key|1" \
+	"every lost answer has exactly one race_log row (purged jobs too)|1"; do
 	name=${c%|*}
 	want=${c##*|}
 	[ "$want" = 1 ] || continue

@@ -17,8 +17,11 @@ WHERE id = (SELECT j.id FROM idemjob.jobs j JOIN soak.history h ON h.job_id = j.
 			WHERE h.fn = 'read' AND h.answer->'result' <> 'null' LIMIT 1);
 
 -- a loser without its race_log row, another with a wrong fingerprint
+-- (the first loser still has its attempt: older ones may be purged)
 DELETE FROM idemjob.race_log
-WHERE attempt_id = (SELECT attempt_id FROM idemjob.race_log ORDER BY logged_at LIMIT 1);
+WHERE attempt_id = (SELECT r.attempt_id FROM idemjob.race_log r
+					JOIN idemjob.attempts a ON a.id = r.attempt_id
+					ORDER BY r.logged_at LIMIT 1);
 UPDATE idemjob.race_log SET result_sha256 = pg_catalog.sha256('tampered')
 WHERE attempt_id = (SELECT attempt_id FROM idemjob.race_log ORDER BY logged_at DESC LIMIT 1);
 
@@ -42,6 +45,54 @@ WHERE seq = (SELECT seq FROM soak.history WHERE fn = 'submit'
 -- a call that met an error nobody expected
 INSERT INTO soak.history (phase, client, fn, sent, sqlstate, expected)
 VALUES ('selftest', 0, 'submit', '{}', 'XX000', false);
+
+-- a purged loser's race_log row lost with its job
+DELETE FROM idemjob.race_log
+WHERE attempt_id = (SELECT r.attempt_id FROM idemjob.race_log r
+					WHERE NOT EXISTS (SELECT 1 FROM idemjob.attempts a WHERE a.id = r.attempt_id)
+					ORDER BY r.logged_at LIMIT 1);
+
+-- a purged job without its spent key
+DELETE FROM idemjob.spent_keys
+WHERE job_id = (SELECT s.job_id FROM idemjob.spent_keys s JOIN soak.history h ON h.job_id = s.job_id
+				WHERE h.fn = 'submit' AND (h.answer->>'created')::boolean LIMIT 1);
+
+-- a second job id for a live worker job's key
+INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id,
+								final_state, completed_at, purged_at)
+SELECT j.owner_id, j.idempotency_key, pg_catalog.sha256('tampered'), gen_random_uuid(),
+	   'succeeded', pg_catalog.now(), pg_catalog.now()
+FROM idemjob.jobs j WHERE j.intent = 'soakw' ORDER BY j.id LIMIT 1;
+
+-- a retry claimed before its backoff had passed (the oldest retried job),
+-- and two attempts in doubt at once (the newest: the failure recorded
+-- after the next attempt started)
+UPDATE idemjob.attempts b SET started_at = a.finished_at
+FROM idemjob.attempts a
+WHERE a.job_id = b.job_id AND b.attempt_no = a.attempt_no + 1 AND a.state = 'failed'
+  AND b.job_id = (SELECT a2.job_id FROM idemjob.attempts a2 JOIN idemjob.jobs j ON j.id = a2.job_id
+				  WHERE j.intent = 'soakw' AND a2.state = 'failed' AND a2.attempt_no < j.attempt_count
+				  ORDER BY a2.job_id LIMIT 1);
+UPDATE idemjob.attempts a SET finished_at = b.started_at + interval '1 s'
+FROM idemjob.attempts b
+WHERE a.job_id = b.job_id AND b.attempt_no = a.attempt_no + 1 AND a.state = 'failed'
+  AND a.job_id = (SELECT a2.job_id FROM idemjob.attempts a2 JOIN idemjob.jobs j ON j.id = a2.job_id
+				  WHERE j.intent = 'soakw' AND a2.state = 'failed' AND a2.attempt_no < j.attempt_count
+				  ORDER BY a2.job_id DESC LIMIT 1);
+
+-- a job given more attempts than it allows
+UPDATE idemjob.jobs j SET max_attempts = a.attempt_no
+FROM (SELECT a2.job_id, a2.attempt_no FROM idemjob.attempts a2
+	  JOIN idemjob.jobs j2 ON j2.id = a2.job_id
+	  WHERE j2.intent = 'soakw' AND a2.state = 'failed' AND a2.attempt_no < j2.attempt_count
+	  ORDER BY a2.job_id LIMIT 1) a
+WHERE j.id = a.job_id;
+
+-- a failed worker job back to pending and due, with nobody claiming it
+UPDATE idemjob.jobs SET state = 'pending', run_at = pg_catalog.now() - interval '1 s',
+	   completed_at = NULL, error = NULL, version = version + 1
+WHERE id = (SELECT id FROM idemjob.jobs WHERE intent = 'soakw' AND state = 'failed'
+			ORDER BY id DESC LIMIT 1);
 
 \set in_selftest 1
 \ir check.sql

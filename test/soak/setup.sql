@@ -464,7 +464,7 @@ BEGIN
 						v_sent, v_state, '{IJ005,IJ006}', v_answer, v_msg, v_detail);
 	END IF;
 
-	IF p_purge AND p_client = 0 AND p_op <= 4 THEN
+	IF p_purge AND p_client = 0 AND p_op <= 2 THEN
 		v_fn := 'purge';
 		v_sent := '{"older_than": "0 seconds", "max_jobs": 50}';
 		BEGIN
