@@ -414,7 +414,13 @@ $$;
 CREATE FUNCTION soak.work(p_phase text, p_client int, p_op int, p_r int,
 						  p_keys int, p_purge boolean)
 RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- the settings of soak.conf for every call, also through a pooler whose
+-- server connections predate run.sh's ALTER DATABASE
+SET idemjob.retry_backoff = '10ms'
+SET idemjob.retry_backoff_max = '100ms'
+SET idemjob.max_attempts = 4
+AS $$
 DECLARE
 	h soak.held;
 	v_answer jsonb;
