@@ -36,6 +36,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# every file includes the shared header: a changed struct rebuilds them all
+$(OBJS) $(OBJS:.o=.bc): src/idemjob.h
+src/validator.o src/validator.bc src/contracts.o src/contracts.bc src/triggers.o src/triggers.bc: src/validator.h
+
 .PHONY: test scenario
 test:
 	bash test/run-tests.sh

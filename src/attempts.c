@@ -16,8 +16,9 @@
  * inserts the attempt), so no two functions take the two row locks in
  * opposite orders.
  *
- * start_attempt() takes one statement on the common path: an UPDATE of a
- * pending job on its own provider, then the INSERT of the attempt.  Anything
+ * start_attempt() takes one statement on the common path: a CTE with the
+ * UPDATE of a pending job on its own provider and the INSERT of the
+ * attempt.  Anything
  * else (a job in flight, finished or missing, a failover) goes through a
  * locked read that decides the refusal in the contract's order: IJ006,
  * IJ003, IJ004, IJ002.  The partial unique index attempts_one_in_doubt makes
@@ -46,20 +47,31 @@ PG_FUNCTION_INFO_V1(idemjob_expire_attempts);
 
 #define FINAL_JOB_STATES "('{succeeded,failed,cancelled}'::idemjob.job_state[])"
 
-static IjPlan start_fast = {
-	"UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
-	" state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
-	" AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
-	" AND ($2::pg_catalog.text IS NULL OR provider OPERATOR(pg_catalog.=) $2)"
-	" RETURNING owner_id, provider, version, attempt_count",
-	2, {UUIDOID, TEXTOID}, NULL
+/*
+ * The fast path as one statement: the job's UPDATE and the attempt's
+ * INSERT (one executor start instead of two).  $1 attempt id, $2 job id,
+ * $3 provider (NULL: the job's), $4 worker, $5 deadline.  No row when the
+ * job is not a pending job on that provider: nothing was written.
+ */
+static IjPlan start_fast_insert = {
+	"WITH j AS ("
+	"  UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
+	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
+	"  WHERE id OPERATOR(pg_catalog.=) $2"
+	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
+	"  AND ($3::pg_catalog.text IS NULL OR provider OPERATOR(pg_catalog.=) $3)"
+	"  RETURNING owner_id, provider, version, attempt_count)"
+	" INSERT INTO idemjob.attempts"
+	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
+	" SELECT $1, $2, j.owner_id, j.attempt_count, j.provider, j.version, $4, $5 FROM j"
+	" RETURNING *",
+	5, {UUIDOID, UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}, NULL, 0
 };
 
 static IjPlan start_lock_job = {
 	"SELECT state::pg_catalog.text, provider, intent, owner_id FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan start_locked = {
@@ -67,7 +79,7 @@ static IjPlan start_locked = {
 	" state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING owner_id, provider, version, attempt_count",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan find_in_doubt = {
@@ -75,7 +87,7 @@ static IjPlan find_in_doubt = {
 	" FROM idemjob.attempts"
 	" WHERE job_id OPERATOR(pg_catalog.=) $1"
 	" AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan insert_attempt = {
@@ -83,33 +95,42 @@ static IjPlan insert_attempt = {
 	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 	" RETURNING *",
-	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID}, NULL
+	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID}, NULL, 0
 };
 
 static IjPlan attempt_row = {
 	"SELECT * FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan lock_attempt = {
 	"SELECT job_id, state::pg_catalog.text, read_version, result_sha256, owner_id"
 	" FROM idemjob.attempts"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
+};
+
+/* the same, with the job's intent, for a result to check against its contract */
+static IjPlan lock_attempt_intent = {
+	"SELECT a.job_id, a.state::pg_catalog.text, a.read_version, a.result_sha256,"
+	" a.owner_id, j.intent"
+	" FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id"
+	" WHERE a.id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF a",
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan release_job = {
 	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state, updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan job_in_doubt = {
 	"UPDATE idemjob.jobs SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" AND state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::idemjob.job_state[])",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan job_failed = {
@@ -118,7 +139,7 @@ static IjPlan job_failed = {
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
-	2, {UUIDOID, JSONBOID}, NULL
+	2, {UUIDOID, JSONBOID}, NULL, 0
 };
 
 /*
@@ -148,7 +169,7 @@ static IjPlan job_retry = {
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING state::pg_catalog.text, intent,"
 	" run_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
-	5, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID}, NULL
+	5, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID}, NULL, 0
 };
 
 /* cancel_attempt: the job is free again, and due at once */
@@ -158,7 +179,7 @@ static IjPlan release_job_now = {
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING intent",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 /* a fence: only while the attempt's read version is still current */
@@ -167,7 +188,7 @@ static IjPlan job_fence = {
 	" updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
-	2, {UUIDOID, INT8OID}, NULL
+	2, {UUIDOID, INT8OID}, NULL, 0
 };
 
 static IjPlan set_attempt_state = {
@@ -177,7 +198,7 @@ static IjPlan set_attempt_state = {
 	" THEN pg_catalog.now() ELSE unknown_at END"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
-	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL
+	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL, 0
 };
 
 static IjPlan expire = {
@@ -195,7 +216,7 @@ static IjPlan expire = {
 	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state"
 	"  RETURNING 1)"
 	" SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x",
-	1, {TEXTOID}, NULL
+	1, {TEXTOID}, NULL, 0
 };
 
 bool
@@ -219,9 +240,20 @@ ij_job_final(const char *job_state)
 void
 ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 {
+	ij_lock_attempt_ex(attempt_id, a, false);
+}
+
+/*
+ * with_intent: also read the job's intent (a->intent), in the same
+ * statement, for complete_attempt's contract check; the job row is read,
+ * not locked.
+ */
+void
+ij_lock_attempt_ex(Datum attempt_id, IjAttempt *a, bool with_intent)
+{
 	bool		isnull;
 
-	if (ij_exec(&lock_attempt, &attempt_id, NULL) == 0 ||
+	if (ij_exec(with_intent ? &lock_attempt_intent : &lock_attempt, &attempt_id, NULL) == 0 ||
 		!ij_owner_visible(ij_col_nn(0, 5)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
@@ -233,6 +265,7 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 	a->read_version = DatumGetInt64(ij_col_nn(0, 3));
 	a->sha = ij_col(0, 4, &isnull);
 	a->has_sha = !isnull;
+	a->intent = with_intent ? ij_col_nn(0, 6) : (Datum) 0;
 }
 
 /* the job's in-doubt attempt has left doubt: the job is free again */
@@ -332,7 +365,6 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	Datum		args[8];
 	char		nulls[8] = "        ";
 	Datum		result;
-	int			n;
 
 	ij_require(fcinfo, 0, "job_id");
 	job_id = PG_GETARG_DATUM(0);
@@ -363,17 +395,29 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 
 	ij_connect();
 
-	args[0] = job_id;
-	args[1] = provider ? PointerGetDatum(provider) : (Datum) 0;
-	nulls[1] = provider ? ' ' : 'n';
-	n = ij_exec(&start_fast, args, nulls);
-	if (n == 1 && !ij_owner_visible(ij_col_nn(0, 1)))
-		ereport(ERROR,
-				(errcode(ERRCODE_IJ_NOT_FOUND),
-				 errmsg("job %s does not exist", ij_uuid_str(job_id)),
-				 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id)))));
+	/* a pending job on its own provider: one statement, and done */
+	args[0] = UUIDPGetDatum(idemjob_new_uuid());
+	args[1] = job_id;
+	args[2] = provider ? PointerGetDatum(provider) : (Datum) 0;
+	nulls[2] = provider ? ' ' : 'n';
+	args[3] = worker ? PointerGetDatum(worker) : (Datum) 0;
+	nulls[3] = worker ? ' ' : 'n';
+	args[4] = deadline;
+	nulls[4] = timeout ? ' ' : 'n';
+	if (ij_exec(&start_fast_insert, args, nulls) == 1)
+	{
+		/* another owner's job: the error undoes the statement */
+		if (!ij_owner_visible(ij_col_nn(0, SPI_fnumber(SPI_tuptable->tupdesc, "owner_id"))))
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_NOT_FOUND),
+					 errmsg("job %s does not exist", ij_uuid_str(job_id)),
+					 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id)))));
+		result = ij_row_datum(0, fcinfo);
+		ij_finish();
+		PG_RETURN_DATUM(result);
+	}
+	memset(nulls, ' ', sizeof(nulls));
 
-	if (n == 0)
 	{
 		char	   *state;
 		Datum		job_provider;
@@ -447,8 +491,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					 errhint("Wait for its result, or resolve it with idemjob.complete_attempt(), idemjob.fail_attempt() or idemjob.cancel_attempt() before starting another.")));
 		}
 
-		n = ij_exec(&start_locked, &job_id, NULL);
-		Assert(n == 1);
+		if (ij_exec(&start_locked, &job_id, NULL) != 1)
+			elog(ERROR, "locked job %s vanished", ij_uuid_str(job_id));
 	}
 
 	args[0] = UUIDPGetDatum(idemjob_new_uuid());

@@ -40,7 +40,7 @@ PG_FUNCTION_INFO_V1(idemjob_await_job);
 
 static IjPlan job_row = {
 	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 /*

@@ -77,42 +77,48 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	"  UPDATE idemjob.jobs t SET attempt_count = t.attempt_count OPERATOR(pg_catalog.+) 1," \
 	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()" \
 	"  WHERE t.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.id FROM c))" \
-	"  RETURNING t.id, t.owner_id, t.intent, t.params, t.provider, t.version," \
-	"  t.attempt_count, t.priority, t.run_at)," \
+	"  RETURNING idemjob.uuid_v7() AS attempt_id, t.id, t.owner_id, t.intent," \
+	"  t.params, t.provider, t.attempt_count, t.version, t.priority, t.run_at)," \
 	" a AS (" \
 	"  INSERT INTO idemjob.attempts" \
 	"  (id, job_id, owner_id, attempt_no, provider, read_version, worker, started_at, deadline)" \
-	"  SELECT idemjob.uuid_v7(), j.id, j.owner_id, j.attempt_count, j.provider, j.version," \
-	"  $5, $6, $7 FROM j" \
-	"  RETURNING id, job_id, attempt_no, read_version, deadline)" \
-	" SELECT a.id, a.job_id, j.owner_id, j.intent, j.params, j.provider," \
-	" a.attempt_no, a.read_version, a.deadline" \
-	" FROM a JOIN j ON j.id OPERATOR(pg_catalog.=) a.job_id" \
+	"  SELECT j.attempt_id, j.id, j.owner_id, j.attempt_count, j.provider, j.version," \
+	"  $5, $6, $7 FROM j)" \
+	" SELECT j.attempt_id, j.id, j.owner_id, j.intent, j.params, j.provider," \
+	" j.attempt_count, j.version, $7 FROM j" \
 	" ORDER BY j.priority DESC, j.run_at, j.id"
 
+/*
+ * The generic plan is the one wanted at any size (an index scan of
+ * jobs_claim or jobs_claim_intent under LockRows and LIMIT); the plan
+ * cache would keep re-planning for LIMIT $4, whose value it cannot see.
+ * The attempt's columns come from j: the data-modifying CTE a runs to
+ * completion whether or not the outer query reads it (an error in it
+ * aborts the whole statement), so the result needs no join.
+ */
 static IjPlan claim_any = {
 	CLAIM_SQL(""),
 	7, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}, NULL
+	TIMESTAMPTZOID}, NULL, CURSOR_OPT_GENERIC_PLAN
 };
 
 static IjPlan claim_one = {
 	CLAIM_SQL("  AND intent OPERATOR(pg_catalog.=) $2"),
 	7, {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}, NULL
+	TIMESTAMPTZOID}, NULL, CURSOR_OPT_GENERIC_PLAN
 };
 
 static IjPlan claim_some = {
 	CLAIM_SQL("  AND intent OPERATOR(pg_catalog.=) ANY ($2)"),
 	7, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}, NULL
+	TIMESTAMPTZOID}, NULL, CURSOR_OPT_GENERIC_PLAN
 };
 
 static IjPlan heartbeat = {
 	"UPDATE idemjob.attempts SET deadline = $2"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
-	2, {UUIDOID, TIMESTAMPTZOID}, NULL
+	2, {UUIDOID, TIMESTAMPTZOID}, NULL, 0
 };
 
 static bool

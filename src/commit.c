@@ -62,7 +62,42 @@ static IjPlan cas = {
 	" finished_at = pg_catalog.now()"
 	" FROM cas WHERE id OPERATOR(pg_catalog.=) $4"
 	" RETURNING cas.version",
-	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}, NULL
+	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}, NULL, 0
+};
+
+/*
+ * The common path as one statement: lock the attempt if it may still win
+ * (started, unknown, cancelled), and run the compare-and-swap with the
+ * attempt's own update, unless the job's intent has a contract ($3: no
+ * intent has one) whose check must come first.  $1 attempt, $2 result.
+ * No row: nothing was written (the attempt may be locked), and the full
+ * path below decides.  Under READ COMMITTED a concurrent change of the
+ * attempt or the job is re-checked after the lock wait (EvalPlanQual),
+ * exactly as in the two statements of the full path.
+ */
+static IjPlan complete_fast = {
+	"WITH a AS ("
+	"  SELECT id, job_id, read_version FROM idemjob.attempts"
+	"  WHERE id OPERATOR(pg_catalog.=) $1"
+	"  AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
+	"  FOR UPDATE),"
+	" cas AS ("
+	"  UPDATE idemjob.jobs j SET state = 'succeeded'::idemjob.job_state,"
+	"  result = $2, completed_by = a.id,"
+	"  version = j.version OPERATOR(pg_catalog.+) 1,"
+	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	"  FROM a"
+	"  WHERE j.id OPERATOR(pg_catalog.=) a.job_id"
+	"  AND j.version OPERATOR(pg_catalog.=) a.read_version"
+	"  AND j.completed_by IS NULL"
+	"  AND ($3 OR NOT EXISTS (SELECT FROM idemjob.contracts c"
+	"   WHERE c.intent OPERATOR(pg_catalog.=) j.intent))"
+	"  RETURNING j.version, j.id, j.owner_id)"
+	" UPDATE idemjob.attempts t SET state = 'succeeded'::idemjob.attempt_state,"
+	" finished_at = pg_catalog.now()"
+	" FROM cas WHERE t.id OPERATOR(pg_catalog.=) $1"
+	" RETURNING cas.version, cas.id, cas.owner_id",
+	3, {UUIDOID, JSONBOID, BOOLOID}, NULL, 0
 };
 
 static IjPlan attempt_done = {
@@ -70,14 +105,14 @@ static IjPlan attempt_done = {
 	" finished_at = pg_catalog.now(), result_sha256 = $3,"
 	" error = COALESCE($4, error), dropped_result = $5"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
-	5, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID}, NULL
+	5, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID}, NULL, 0
 };
 
 static IjPlan job_after_loss = {
 	"SELECT version, completed_by,"
 	" pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) completed_at"
 	" FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan log_race = {
@@ -86,19 +121,19 @@ static IjPlan log_race = {
 	" provider)"
 	" SELECT $1, a.owner_id, $2, $3, $4, $5, $6, $7, $8, $9, a.provider"
 	" FROM idemjob.attempts a WHERE a.id OPERATOR(pg_catalog.=) $2",
-	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}, NULL
+	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}, NULL, 0
 };
 
 static IjPlan job_answer = {
 	"SELECT version, result, completed_by FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan race_answer = {
 	"SELECT found_version, winner_attempt_id FROM idemjob.race_log"
 	" WHERE attempt_id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 /*
@@ -186,7 +221,28 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		tupdesc = ij_result_tupdesc(fcinfo);
 
 		ij_connect();
-		ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+
+		args[0] = PG_GETARG_DATUM(0);
+		args[1] = JsonbPGetDatum(result);
+		args[2] = BoolGetDatum(!ij_contracts_any());
+		if (ij_exec(&complete_fast, args, NULL) == 1)
+		{
+			/* another owner's attempt: the error undoes the statement */
+			if (!ij_owner_visible(ij_col_nn(0, 3)))
+				ereport(ERROR,
+						(errcode(ERRCODE_IJ_NOT_FOUND),
+						 errmsg("attempt %s does not exist", ij_uuid_str(args[0])),
+						 ij_errfields("attempts", psprintf("attempt_id=%s", ij_uuid_str(args[0])))));
+			outcome = "won";
+			out[1] = ij_col_nn(0, 2);
+			out[2] = ij_col_nn(0, 1);
+			out[3] = args[0];
+			ij_notify_done(out[1]);
+			goto answer;
+		}
+
+		/* with the intent when some contract may apply: one statement */
+		ij_lock_attempt_ex(PG_GETARG_DATUM(0), &a, ij_contracts_any());
 		out[1] = a.job_id;
 
 		if (strcmp(a.state, "succeeded") == 0)
@@ -236,7 +292,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 					 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=failed",
 													   ij_uuid_str(a.id), ij_uuid_str(a.job_id))),
 					 errhint("Start a new attempt if the job is still pending.")));
-		else if (!ij_check_result_contract(a.job_id, result, &violation))
+		else if (!ij_check_result_contract(a.job_id, a.intent, result, &violation))
 		{
 			/* a result that breaks the contract never wins: rejected */
 			JsonbValue *err;
@@ -345,6 +401,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			}
 		}
 
+answer:
 		/* SPI's result rows live until ij_finish(): copy the answer out */
 		oldcxt = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
 		out[0] = ij_text_datum(outcome);

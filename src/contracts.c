@@ -38,6 +38,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -70,42 +71,42 @@ static Oid	contracts_relid = InvalidOid;
 static IjPlan get_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}, NULL
+	1, {TEXTOID}, NULL, 0
 };
 
 static IjPlan contract_exists = {
 	"SELECT EXISTS (SELECT FROM idemjob.contracts)",
-	0, {InvalidOid}, NULL
+	0, {InvalidOid}, NULL, 0
 };
 
 static IjPlan job_intent = {
 	"SELECT intent FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan lock_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {TEXTOID}, NULL
+	1, {TEXTOID}, NULL, 0
 };
 
 static IjPlan insert_contract = {
 	"INSERT INTO idemjob.contracts (intent, version, output_schema)"
 	" VALUES ($1, 1, $2) ON CONFLICT (intent) DO NOTHING RETURNING version",
-	2, {TEXTOID, JSONBOID}, NULL
+	2, {TEXTOID, JSONBOID}, NULL, 0
 };
 
 static IjPlan update_contract = {
 	"UPDATE idemjob.contracts SET version = version OPERATOR(pg_catalog.+) 1,"
 	" output_schema = $2, updated_at = pg_catalog.now()"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 RETURNING version",
-	2, {TEXTOID, JSONBOID}, NULL
+	2, {TEXTOID, JSONBOID}, NULL, 0
 };
 
 static IjPlan current_version = {
 	"SELECT version FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR SHARE",
-	1, {TEXTOID}, NULL
+	1, {TEXTOID}, NULL, 0
 };
 
 /* certify: a new row, or a revoked one certified again; else nothing */
@@ -118,21 +119,21 @@ static IjPlan certify_row = {
 	" revoked_at = NULL, revoke_reason = NULL"
 	" WHERE c.revoked_at IS NOT NULL"
 	" RETURNING *",
-	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL
+	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL, 0
 };
 
 static IjPlan certification_row = {
 	"SELECT * FROM idemjob.certifications"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" ORDER BY contract_version DESC LIMIT 1",
-	2, {TEXTOID, TEXTOID}, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan revoke_all = {
 	"UPDATE idemjob.certifications SET revoked_at = pg_catalog.now(), revoke_reason = $3"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" AND revoked_at IS NULL",
-	3, {TEXTOID, TEXTOID, TEXTOID}, NULL
+	3, {TEXTOID, TEXTOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan certified = {
@@ -142,7 +143,7 @@ static IjPlan certified = {
 	" WHERE c.intent OPERATOR(pg_catalog.=) $1 AND c.provider OPERATOR(pg_catalog.=) $2"
 	" AND c.revoked_at IS NULL"
 	" FOR SHARE OF c, k",
-	2, {TEXTOID, TEXTOID}, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
 static void
@@ -259,22 +260,18 @@ lookup_contract(const char *intent)
 }
 
 /*
- * Check a result against the contract of its job's intent.  True when the
- * intent has no contract or the result honours it; else false, with
- * *violation set to {"path", "keyword", "message"}.  While no intent has a
- * contract (known from the cache), the job is not even read.  Must be
- * connected to SPI.
+ * Has any intent a contract?  Known from the cache (the contracts
+ * statement trigger invalidates it), so while none has, complete_attempt
+ * reads no intent at all.  Must be connected to SPI.
  */
 bool
-ij_check_result_contract(Datum job_id, Jsonb *result, Jsonb **violation)
+ij_contracts_any(void)
 {
-	ContractEntry *e;
-
-	*violation = NULL;
 	while (any_contract < 0 || cache == NULL || cache_stale)
 	{
 		bool		exists;
 
+		CHECK_FOR_INTERRUPTS();
 		if (cache == NULL || cache_stale)
 			cache_reset();
 		ij_exec(&contract_exists, NULL, NULL);
@@ -282,12 +279,32 @@ ij_check_result_contract(Datum job_id, Jsonb *result, Jsonb **violation)
 		if (!cache_stale)
 			any_contract = exists ? 1 : 0;
 	}
-	if (!any_contract)
+	return any_contract != 0;
+}
+
+/*
+ * Check a result against the contract of its job's intent.  True when the
+ * intent has no contract or the result honours it; else false, with
+ * *violation set to {"path", "keyword", "message"}.  intent: the job's
+ * intent if the caller has read it (text), or 0 to read it here.  Must be
+ * connected to SPI.
+ */
+bool
+ij_check_result_contract(Datum job_id, Datum intent, Jsonb *result, Jsonb **violation)
+{
+	ContractEntry *e;
+
+	*violation = NULL;
+	if (!ij_contracts_any())
 		return true;
 
-	if (ij_exec(&job_intent, &job_id, NULL) == 0)
-		elog(ERROR, "job %s vanished", ij_uuid_str(job_id));
-	e = lookup_contract(TextDatumGetCString(ij_col_nn(0, 1)));
+	if (intent == (Datum) 0)
+	{
+		if (ij_exec(&job_intent, &job_id, NULL) == 0)
+			elog(ERROR, "job %s vanished", ij_uuid_str(job_id));
+		intent = ij_col_nn(0, 1);
+	}
+	e = lookup_contract(TextDatumGetCString(intent));
 	if (!e->has_contract)
 		return true;
 	*violation = ij_schema_validate(e->schema, result);

@@ -82,6 +82,7 @@ typedef struct IjPlan
 	int			nargs;
 	Oid			argtypes[10];
 	SPIPlanPtr	plan;
+	int			cursor_options; /* e.g. CURSOR_OPT_GENERIC_PLAN; 0: default */
 } IjPlan;
 
 extern void ij_connect(void);
@@ -118,9 +119,11 @@ typedef struct IjAttempt
 	int64		read_version;
 	bool		has_sha;		/* a result fingerprint was kept */
 	Datum		sha;			/* result_sha256, if has_sha */
+	Datum		intent;			/* the job's intent (text), or 0: not read */
 } IjAttempt;
 
 extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
+extern void ij_lock_attempt_ex(Datum attempt_id, IjAttempt *a, bool with_intent);
 extern void ij_release_job(Datum job_id);
 extern void ij_job_in_doubt(Datum job_id);
 extern bool ij_in_doubt(const char *attempt_state);
@@ -128,7 +131,8 @@ extern bool ij_job_final(const char *job_state);
 
 /* contracts.c */
 extern void ij_contracts_init(void);
-extern bool ij_check_result_contract(Datum job_id, Jsonb *result,
+extern bool ij_contracts_any(void);
+extern bool ij_check_result_contract(Datum job_id, Datum intent, Jsonb *result,
 									 Jsonb **violation);
 extern bool ij_provider_certified(const char *intent, const char *provider);
 

@@ -42,7 +42,7 @@ static IjPlan insert_job = {
 	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
 	" RETURNING state",
 	9, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
-	INT4OID, INT4OID}, NULL
+	INT4OID, INT4OID}, NULL, 0
 };
 
 static IjPlan find_job = {
@@ -50,18 +50,18 @@ static IjPlan find_job = {
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
 	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan lock_job = {
 	"SELECT state::pg_catalog.text, owner_id FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan job_row = {
 	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan cancel_job = {
@@ -71,7 +71,7 @@ static IjPlan cancel_job = {
 	" cancel_reason = $2"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
-	2, {UUIDOID, TEXTOID}, NULL
+	2, {UUIDOID, TEXTOID}, NULL, 0
 };
 
 /* IJ001: the key was used for another request; detail says what differs */

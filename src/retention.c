@@ -79,7 +79,7 @@ static IjPlan select_doomed = {
 	" ORDER BY j.completed_at"
 	" LIMIT $2"
 	" FOR UPDATE OF j SKIP LOCKED",
-	3, {INTERVALOID, INT4OID, TEXTOID}, NULL
+	3, {INTERVALOID, INT4OID, TEXTOID}, NULL, 0
 };
 
 static IjPlan delete_doomed = {
@@ -94,21 +94,21 @@ static IjPlan delete_doomed = {
 	" FROM del d JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 	" AS s(id, sha)"
 	" ON s.id OPERATOR(pg_catalog.=) d.id",
-	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL
+	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, 0
 };
 
 static IjPlan expire_spent_keys = {
 	"DELETE FROM idemjob.spent_keys"
 	" WHERE purged_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)"
 	" AND ($2::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $2)",
-	2, {INTERVALOID, TEXTOID}, NULL
+	2, {INTERVALOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan delete_race_log = {
 	"DELETE FROM idemjob.race_log"
 	" WHERE logged_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)"
 	" AND ($2::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $2)",
-	2, {INTERVALOID, TEXTOID}, NULL
+	2, {INTERVALOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan find_spent_key = {
@@ -116,7 +116,7 @@ static IjPlan find_spent_key = {
 	" FROM idemjob.spent_keys"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
 	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
 static void

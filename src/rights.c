@@ -439,20 +439,20 @@ static const struct
 static IjPlan record_capability = {
 	"INSERT INTO idemjob.capabilities (grantee, capability) VALUES ($1, $2)"
 	" ON CONFLICT (grantee, capability) DO NOTHING",
-	2, {REGROLEOID, TEXTOID}, NULL
+	2, {REGROLEOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan forget_capability = {
 	"DELETE FROM idemjob.capabilities"
 	" WHERE grantee OPERATOR(pg_catalog.=) $1"
 	" AND capability OPERATOR(pg_catalog.=) $2",
-	2, {REGROLEOID, TEXTOID}, NULL
+	2, {REGROLEOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan held_capabilities = {
 	"SELECT capability FROM idemjob.capabilities"
 	" WHERE grantee OPERATOR(pg_catalog.=) $1",
-	1, {REGROLEOID}, NULL
+	1, {REGROLEOID}, NULL, 0
 };
 
 /* arguments of grant_capability and revoke_capability, checked */

@@ -11,7 +11,10 @@
  * when statistics change, so a plan made while the tables were empty does
  * not outlive the first ANALYZE.  Every statement is a single-table one
  * keyed by a unique index, so the generic plan is an index scan at any
- * table size.
+ * table size.  A plan whose generic form the plan cache would reject for
+ * a parameter it cannot see through (claim's LIMIT $n) asks for the
+ * generic plan outright (cursor_options): re-planning a statement on
+ * every call costs more than running it.
  *
  * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
  * the unique constraints, not the C code, are what make a second job or a
@@ -69,7 +72,8 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 
 	if (p->plan == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(p->sql, p->nargs, p->argtypes);
+		SPIPlanPtr	plan = SPI_prepare_cursor(p->sql, p->nargs, p->argtypes,
+												  p->cursor_options);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",

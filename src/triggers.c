@@ -259,7 +259,7 @@ static bool callbacks_registered = false;
 
 static IjPlan job_exists = {
 	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL
+	1, {UUIDOID}, NULL, 0
 };
 
 /* one firing of a guard, after the checks of where it fired */
