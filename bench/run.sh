@@ -521,6 +521,8 @@ if [ "$CALLGRIND" = 1 ]; then
 		preload_jobs "cg_$impl" "$impl" 3000000 $(( 3000000 + CGJ )) pay race
 		preload_jobs "cg_$impl" "$impl" 4000000 $(( 4000000 + CGJ )) pay_checked race
 		preload_jobs "cg_$impl" "$impl" 5000000 $(( 5000000 + CGJ )) pay race
+		# W7: claim one + complete, last, on the pending jobs left
+		preload_jobs "cg_$impl" "$impl" 6000000 $(( 6000000 + CGJ )) w7 pending
 	done
 	define_contract cg_idemjob
 	q postgres -c "CHECKPOINT"
@@ -601,6 +603,10 @@ if [ "$CALLGRIND" = 1 ]; then
 		cg_op complete_2k_nocontract "$impl" "$WL/$impl/complete_seq.sql" 5000000 -D att=2 "${R2[@]}"
 	done
 	cg_op complete_2k_contract idemjob "$WL/idemjob/complete_seq.sql" 4000000 -D att=2 "${R2[@]}"
+	# W7 last: the start operation above took the other pending jobs
+	for impl in $IMPLS_LIFE; do
+		cg_op claim_complete "$impl" "$WL/$impl/claim_one.sql" -
+	done
 	as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_B" -m fast -w -t 300 stop >/dev/null 2>&1 || true
 	VG_UP=0
 	wait || true

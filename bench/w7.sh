@@ -18,6 +18,13 @@
 #                each in ONE statement (one round trip, one transaction)
 #   batch/101rt  workloads/idemjob/claim_batch_rt.sql: claim 100, then 100
 #                complete_attempt calls, each its own round trip/transaction
+#   graphile     Graphile Worker's own get_job then complete_job SQL, and
+#   pgboss       pg-boss's own fetch then complete SQL: pgbench scripts that
+#                bench/peers.js writes at run time from the npm packages in
+#                BENCH_NPM_DIR (~/.cache/idemjob-bench/npm; installed there
+#                with npm when missing: graphile-worker@0.17, pg-boss@10);
+#                each on its own database (the peer's schema only).  Left
+#                out, with a line in the report, without node/npm/packages.
 # each on a fresh copy of a template database refilled with N pending jobs
 # (VACUUM ANALYZE, CHECKPOINT), pgbench -M prepared -T T.  Measures jobs/s
 # (jobs succeeded / pgbench's run time), WAL bytes per job (LSN difference),
@@ -34,7 +41,12 @@ PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
 PORT=${BENCH_W7_PORT:-5768}
 WORK=${BENCH_W7_WORK:-/tmp/idemjob-w7-$PORT}
 CLIENTS=${BENCH_W7_CLIENTS:-1 4 8}
-WORKLOADS=${BENCH_W7_WORKLOADS:-floor idemjob idemjob_nonotify batch_1rt batch_101rt}
+WORKLOADS=${BENCH_W7_WORKLOADS:-floor graphile pgboss idemjob idemjob_nonotify batch_1rt batch_101rt}
+NPM_DIR=${BENCH_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idemjob-bench/npm}
+# pgbench protocol for the peers: the one their node driver uses (Graphile
+# Worker: named prepared statements; pg-boss: unnamed statements, parsed on
+# every call); "prepared" for all gives the floor's protocol to everyone
+PEER_MODE=${BENCH_W7_PEER_MODE:-own}
 if [ "$SMOKE" = 1 ]; then
 	N=${BENCH_W7_JOBS:-5000}; T=${BENCH_W7_T:-2}; OUT=${BENCH_W7_OUT:-$HERE/results/smoke}
 else
@@ -42,12 +54,16 @@ else
 fi
 mkdir -p "$OUT"
 HZ=$(getconf CLK_TCK)
+NOTES=()
 
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 PGDATA_W="$WORK/data"
 PSQL=("$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postgres)
 q() { local db=$1; shift; PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -d "$db" "$@"; }
 log() { echo "w7: $*" >&2; }
+note() { NOTES+=("$*"); log "note: $*"; }
+has_w() { [[ " $WORKLOADS " == *" $1 "* ]]; }
+drop_w() { WORKLOADS=$(tr ' ' '\n' <<<"$WORKLOADS" | grep -vx "$1" | tr '\n' ' '); }
 UP=0
 cleanup() {
 	local rc=$?
@@ -84,6 +100,44 @@ q w7_tmpl -c "CREATE EXTENSION idemjob" -f "$HERE/floor.sql"
 EXTV=$(q w7_tmpl -c "SELECT extversion FROM pg_extension WHERE extname = 'idemjob'")
 PROVIDER=$(q w7_tmpl -c "LOAD 'idemjob'" -c "SHOW idemjob.default_provider")
 
+# the peers: packages, then one template each with the peer's own schema
+GEN="$WORK/peers"
+mkdir -p "$GEN"
+declare -A PEER_PKG=([graphile]=graphile-worker [pgboss]=pg-boss) PEER_SPEC=([graphile]=graphile-worker@0.17 [pgboss]=pg-boss@10)
+declare -A PEER_VER PEER_M PEER_PRESENT
+for p in graphile pgboss; do
+	has_w $p || continue
+	pkg=${PEER_PKG[$p]}
+	if ! command -v node >/dev/null 2>&1; then
+		note "$p SKIPPED: no node"; drop_w $p; continue
+	fi
+	if [ ! -f "$NPM_DIR/node_modules/$pkg/package.json" ] && command -v npm >/dev/null 2>&1; then
+		log "installing ${PEER_SPEC[$p]} from npm into $NPM_DIR"
+		mkdir -p "$NPM_DIR"
+		(cd "$NPM_DIR" && timeout 300 npm install --no-audit --no-fund --loglevel=error "${PEER_SPEC[$p]}" >/dev/null 2>&1) || true
+	fi
+	if [ ! -f "$NPM_DIR/node_modules/$pkg/package.json" ]; then
+		note "$p SKIPPED: npm package $pkg not in $NPM_DIR and npm or its registry not available"; drop_w $p
+	fi
+done
+if has_w graphile; then
+	q postgres -c "CREATE DATABASE w7_tmpl_graphile"
+	if ! "$NPM_DIR/node_modules/.bin/graphile-worker" -c "postgres://postgres@/w7_tmpl_graphile?host=$WORK&port=$PORT" \
+			--schema-only >"$WORK/graphile.log" 2>&1; then
+		note "graphile SKIPPED: its migrations failed: $(tail -3 "$WORK/graphile.log" | tr '\n' ' ')"; drop_w graphile
+	elif ! node "$HERE/peers.js" graphile "$NPM_DIR" "$GEN" 1 w7 >/dev/null 2>>"$WORK/graphile.log"; then
+		# made again in fill() for the task id the database gives
+		note "graphile SKIPPED: its SQL could not be made: $(tail -3 "$WORK/graphile.log" | tr '\n' ' ')"; drop_w graphile
+	fi
+fi
+if has_w pgboss; then
+	q postgres -c "CREATE DATABASE w7_tmpl_pgboss"
+	if ! read -r PEER_VER[pgboss] PEER_M[pgboss] PEER_PRESENT[pgboss] < <(node "$HERE/peers.js" pgboss "$NPM_DIR" "$GEN" "$N" 2>"$WORK/pgboss.log") \
+			|| ! q w7_tmpl_pgboss -f "$GEN/pgboss_schema.sql" -f "$GEN/pgboss_queue.sql" >>"$WORK/pgboss.log" 2>&1; then
+		note "pgboss SKIPPED: its SQL could not be made or run: $(tail -3 "$WORK/pgboss.log" | tr '\n' ' ')"; drop_w pgboss
+	fi
+fi
+
 # server CPU ticks: postmaster (with its reaped children) + live children
 cpu_ticks() {
 	local pids p t=0 v
@@ -98,7 +152,22 @@ cpu_ticks() {
 }
 
 fill() {	# $1 db, $2 impl
-	if [ "$2" = floor ]; then
+	if [ "$2" = graphile ]; then
+		# its add_jobs(), one task identifier, no job_key, no queue name; then
+		# the pgbench script for the task id the database gave 'w7'
+		q "$1" -c "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
+			SELECT ROW('w7', '{}'::json, NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
+			  FROM generate_series(1, $N)))" >/dev/null
+		q "$1" -c "VACUUM ANALYZE graphile_worker._private_jobs"
+		local tid
+		tid=$(q "$1" -c "SELECT id FROM graphile_worker._private_tasks WHERE identifier = 'w7'")
+		read -r PEER_VER[graphile] PEER_M[graphile] PEER_PRESENT[graphile] \
+			< <(node "$HERE/peers.js" graphile "$NPM_DIR" "$GEN" "$tid" w7)
+	elif [ "$2" = pgboss ]; then
+		# its insert() of N jobs {name: 'w7', data: {}} (one statement)
+		q "$1" -f "$GEN/pgboss_fill.sql"
+		q "$1" -c "VACUUM ANALYZE pgboss.job"
+	elif [ "$2" = floor ]; then
 		q "$1" -c "INSERT INTO floor.jobs (owner_id, idempotency_key, intent, params, provider)
 			SELECT 'o', 'k' || g, 'w7', '{}', '$PROVIDER' FROM generate_series(1, $N) g"
 		q "$1" -c "VACUUM ANALYZE floor.jobs, floor.attempts"
@@ -109,28 +178,55 @@ fill() {	# $1 db, $2 impl
 	fi
 }
 
+# UPDATEs of the peer's job rows so far (0 for the others)
+peer_updates() {	# $1 db, $2 impl
+	case $2 in
+		graphile) q "$1" -c "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'graphile_worker._private_jobs'::regclass" ;;
+		pgboss) q "$1" -c "SELECT coalesce(sum(n_tup_upd), 0) FROM pg_stat_user_tables WHERE schemaname = 'pgboss'" ;;
+		*) echo 0 ;;
+	esac
+}
+
 RES="$WORK/results.tsv"
 : >"$RES"
 measure() {	# $1 workload, $2 clients
-	local w=$1 c=$2 impl=idemjob script per=1 db=w7_run
+	local w=$1 c=$2 impl=idemjob script per=1 db=w7_run tmpl=w7_tmpl mode=prepared
+	local -a vars=()
 	case $w in
 		floor) impl=floor; script=floor/claim_one.sql ;;
 		idemjob|idemjob_nonotify) script=idemjob/claim_one.sql ;;
 		batch_1rt) script=idemjob/claim_batch.sql ;;
 		batch_101rt) script=idemjob/claim_batch_rt.sql ;;
+		graphile|pgboss) impl=$w; tmpl=w7_tmpl_$w; script="$GEN/${w}_claim_one.sql" ;;
 	esac
-	q postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db TEMPLATE w7_tmpl"
+	q postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db TEMPLATE $tmpl"
 	[ "$w" = idemjob_nonotify ] && q postgres -c "ALTER DATABASE $db SET idemjob.notify = off"
 	fill $db $impl
+	if [ "$impl" = graphile ] || [ "$impl" = pgboss ]; then
+		[ "$PEER_MODE" = own ] && mode=${PEER_M[$impl]}
+		local v
+		while IFS= read -r v; do vars+=(-D "$v"); done <"$GEN/$impl.vars"
+	else
+		script="$HERE/workloads/$script"
+	fi
+	local st0 st1
+	st0=$(peer_updates $db $impl)
 	q $db -c "CHECKPOINT"
 	local lsn0 lsn1 cpu0 cpu1 out
 	lsn0=$(q $db -c "SELECT pg_current_wal_lsn()")
 	cpu0=$(cpu_ticks)
-	out=$("$PG_BINDIR/pgbench" -n -M prepared -h "$WORK" -p "$PORT" -U postgres -c "$c" -j "$(( c < 2 ? c : 2 ))" \
-		-T "$T" -f "$HERE/workloads/$script" $db 2>"$WORK/pgbench.err") || { cat "$WORK/pgbench.err" >&2; return 1; }
+	out=$("$PG_BINDIR/pgbench" -n -M "$mode" -h "$WORK" -p "$PORT" -U postgres -c "$c" -j "$(( c < 2 ? c : 2 ))" \
+		-T "$T" ${vars[@]+"${vars[@]}"} -f "$script" $db 2>"$WORK/pgbench.err") || { cat "$WORK/pgbench.err" >&2; return 1; }
 	sleep 0.5
 	cpu1=$(cpu_ticks)
 	lsn1=$(q $db -c "SELECT pg_current_wal_lsn()")
+	# the clients' backends gone: their table statistics are flushed
+	local i
+	for i in $(seq 50); do
+		[ "$(q $db -c "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")" = 0 ] && break
+		sleep 0.1
+	done
+	st1=$(peer_updates $db $impl)
 	local ntx tps
 	ntx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
 	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")
@@ -138,6 +234,29 @@ measure() {	# $1 workload, $2 clients
 	local s=$impl
 	# jobs done, jobs left pending, jobs still running, doubles
 	local chk
+	case $impl in
+	graphile)
+		# done = deleted; a claim is an UPDATE of the job (pg_stat n_tup_upd):
+		# claims beyond done + still locked, and jobs claimed twice, are doubles
+		chk=$(q $db -F' ' -c "SELECT $N - count(*),
+			count(*) FILTER (WHERE locked_by IS NULL),
+			count(*) FILTER (WHERE locked_by IS NOT NULL),
+			count(*) FILTER (WHERE attempts > 1)
+			+ ($st1 - $st0) - ($N - count(*)) - count(*) FILTER (WHERE locked_by IS NOT NULL)
+			FROM graphile_worker._private_jobs") ;;
+	pgboss)
+		# completed jobs stay in pgboss.job (archive() runs from its maintenance,
+		# which no pg-boss process runs here; counted anyway); each job is two
+		# UPDATEs (fetch, complete): more than 2 x done + active, or a
+		# retry_count > 0 (fetched again after a start), are doubles
+		chk=$(q $db -F' ' -c "SELECT d + a, l, r, x + ($st1 - $st0) - 2 * (d + a) - r FROM (SELECT
+			count(*) FILTER (WHERE state = 'completed') AS d,
+			count(*) FILTER (WHERE state < 'active') AS l,
+			count(*) FILTER (WHERE state = 'active') AS r,
+			count(*) FILTER (WHERE retry_count > 0) AS x,
+			(SELECT count(*) FROM pgboss.archive WHERE state = 'completed') AS a
+			FROM pgboss.job) s") ;;
+	*)
 	chk=$(q $db -F' ' -c "SELECT
 		(SELECT count(*) FROM $s.jobs WHERE state = 'succeeded'),
 		(SELECT count(*) FROM $s.jobs WHERE state = 'pending'),
@@ -146,7 +265,8 @@ measure() {	# $1 workload, $2 clients
 		+ (SELECT count(*) FROM (SELECT job_id FROM $s.attempts GROUP BY job_id HAVING count(*) > 1) x)
 		+ (SELECT count(*) FROM $s.attempts a JOIN $s.jobs j ON j.id = a.job_id
 		    WHERE a.state = 'succeeded' AND j.completed_by IS DISTINCT FROM a.id)
-		+ (SELECT count(*) FROM $s.race_log)")
+		+ (SELECT count(*) FROM $s.race_log)") ;;
+	esac
 	local done left running dup
 	read -r done left running dup <<<"$chk"
 	local jps wal cpu
@@ -192,6 +312,15 @@ done
 	echo "complete each in ONE statement: one round trip and one transaction per 100 jobs, which a worker"
 	echo "calling a provider in between cannot do); batch_101rt = idemjob/claim_batch_rt.sql (claim 100,"
 	echo "then 100 complete_attempt calls, 101 round trips and transactions per 100 jobs)."
+	if has_w graphile || has_w pgboss; then
+		echo
+		echo "Peers, each on its own database holding only its schema, N jobs for one task/queue 'w7',"
+		echo "pgbench scripts written at run time by bench/peers.js from the installed npm packages'"
+		echo "own query builders (the SQL text unchanged, parameters bound as their driver binds them):"
+		has_w graphile && echo "graphile = Graphile Worker ${PEER_VER[graphile]:-?}: get_job (batchGetJobs, batch size 1, its worker's defaults), then complete_job (batchCompleteJobs), pgbench -M $([ "$PEER_MODE" = own ] && echo "${PEER_M[graphile]:-?}" || echo prepared); jobs added with graphile_worker.add_jobs (no job_key, no queue); completed jobs are deleted, done = N - rows left, doubles = claims (UPDATEs of its job table, pg_stat) beyond done + still locked, plus rows with attempts > 1."
+		has_w pgboss && echo "pgboss = pg-boss ${PEER_VER[pgboss]:-?}: work()'s fetch (fetchNextJob, batchSize 1), then complete() (completeJobs), pgbench -M $([ "$PEER_MODE" = own ] && echo "${PEER_M[pgboss]:-?}" || echo prepared); schema from its construction plans, queue 'w7' by createQueue (policy standard), jobs by insert(); done = state completed (in pgboss.job, or pgboss.archive), doubles = UPDATEs beyond 2 per done job + active, plus retry_count > 0."
+	fi
 	echo "A \"left pending\" of 0 means the queue ran dry before the end: that rate is a lower bound."
+	for n in ${NOTES[@]+"${NOTES[@]}"}; do echo; echo "Note: $n"; done
 } >"$OUT/W7.md"
 cat "$OUT/W7.md"
