@@ -139,7 +139,7 @@ extern bool ij_provider_certified(const char *intent, const char *provider);
 /* retention.c: the request fingerprint kept in spent_keys; submit's check */
 extern bytea *ij_request_sha256(text *intent, text *provider, Jsonb *params);
 extern void ij_check_spent_key(text *owner_id, text *key, text *intent,
-							   text *provider, Jsonb *params);
+							   text *provider, Jsonb *params, bool before);
 
 /* claim.c, sweeper.c (and the retry policy and notifications, attempts.c) */
 extern void ij_sweeper_init(void);

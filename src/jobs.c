@@ -152,7 +152,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 		ij_connect();
 		/* a spent key answers before the insert (retention.c) */
-		ij_check_spent_key(owner_id, key, intent, provider, params);
+		ij_check_spent_key(owner_id, key, intent, provider, params, true);
 		for (tries = 0;; tries++)
 		{
 			Datum		j_intent,
@@ -167,7 +167,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 				out[2] = ij_col_nn(0, 1);
 				out[3] = Int64GetDatum(0);
 				/* a purged job's key is spent: IJ007 or IJ001 (retention.c) */
-				ij_check_spent_key(owner_id, key, intent, provider, params);
+				ij_check_spent_key(owner_id, key, intent, provider, params, false);
 				if (due)
 					ij_notify_due(text_to_cstring(intent));
 				break;

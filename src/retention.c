@@ -56,6 +56,7 @@
 #include "utils/array.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -159,20 +160,74 @@ ij_request_sha256(text *intent, text *provider, Jsonb *params)
 }
 
 /*
- * Called by submit() (connected, trusted) before its insert, and again
- * when the insert created a job: if the key is spent, raise IJ007 (same
- * request) or IJ001.  Read with the latest snapshot, so that a purge that
- * committed while the insert waited is seen under REPEATABLE READ and
- * SERIALIZABLE too.
+ * spent_keys' OID, looked up once per backend and forgotten on any
+ * relcache invalidation of it (a DROP EXTENSION included); and whether the
+ * last look found the table without a block.
  */
-void
-ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
-				   Jsonb *params)
+static Oid	spent_keys_relid = InvalidOid;
+static bool spent_keys_callback = false;
+static bool spent_keys_seen_empty = false;
+
+static void
+spent_keys_inval(Datum arg, Oid relid)
 {
-	Oid			relid;
+	if (relid == InvalidOid || relid == spent_keys_relid)
+		spent_keys_relid = InvalidOid;
+}
+
+/* has spent_keys a block?  (an empty one has none) */
+static bool
+spent_keys_has_blocks(void)
+{
 	Relation	rel;
 	BlockNumber nblocks;
 
+	if (!spent_keys_callback)
+	{
+		CacheRegisterRelcacheCallback(spent_keys_inval, (Datum) 0);
+		spent_keys_callback = true;
+	}
+	for (;;)
+	{
+		Oid			relid = spent_keys_relid;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!OidIsValid(relid))
+		{
+			relid = get_relname_relid("spent_keys", get_namespace_oid("idemjob", false));
+			if (!OidIsValid(relid))
+				elog(ERROR, "table idemjob.spent_keys is missing");
+		}
+		/* NULL: dropped since it was looked up; look again */
+		rel = try_table_open(relid, AccessShareLock);
+		if (rel != NULL)
+		{
+			spent_keys_relid = relid;
+			break;
+		}
+		spent_keys_relid = InvalidOid;
+	}
+	nblocks = RelationGetNumberOfBlocks(rel);
+	table_close(rel, NoLock);
+	spent_keys_seen_empty = (nblocks == 0);
+	return nblocks > 0;
+}
+
+/*
+ * Called by submit() (connected, trusted) before its insert (before =
+ * true), and again when the insert created a job: if the key is spent,
+ * raise IJ007 (same request) or IJ001.  Read with the latest snapshot, so
+ * that a purge that committed while the insert waited is seen under
+ * REPEATABLE READ and SERIALIZABLE too.
+ *
+ * The check after the insert is the guarantee; the one before only spares
+ * a spent key's replay an insert that its error then undoes, and is
+ * skipped while the last look found spent_keys empty.
+ */
+void
+ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
+				   Jsonb *params, bool before)
+{
 	Datum		args[2];
 	int			ret;
 	bytea	   *stored;
@@ -186,13 +241,9 @@ ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 	 * the look-up is skipped.  A purge extends the table before it commits,
 	 * and a submit that raced it waited for that commit on the job's key.
 	 */
-	relid = get_relname_relid("spent_keys", get_namespace_oid("idemjob", false));
-	if (!OidIsValid(relid))
-		elog(ERROR, "table idemjob.spent_keys is missing");
-	rel = table_open(relid, AccessShareLock);
-	nblocks = RelationGetNumberOfBlocks(rel);
-	table_close(rel, NoLock);
-	if (nblocks == 0)
+	if (before && spent_keys_seen_empty)
+		return;
+	if (!spent_keys_has_blocks())
 		return;
 
 	if (find_spent_key.plan == NULL)
