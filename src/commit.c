@@ -66,38 +66,39 @@ static IjPlan cas = {
 };
 
 /*
- * The common path as one statement: lock the attempt if it may still win
- * (started, unknown, cancelled), and run the compare-and-swap with the
- * attempt's own update, unless the job's intent has a contract ($3: no
- * intent has one) whose check must come first.  $1 attempt, $2 result.
- * No row: nothing was written (the attempt may be locked), and the full
- * path below decides.  Under READ COMMITTED a concurrent change of the
- * attempt or the job is re-checked after the lock wait (EvalPlanQual),
- * exactly as in the two statements of the full path.
+ * The common path as one statement, the shape of the CAS below with the
+ * attempt's lock in front: lock the attempt if it may still win (started,
+ * unknown, cancelled) and run the compare-and-swap on the job it read,
+ * unless the job's intent has a contract whose check must come first ($3:
+ * the intents that have one, from the contract cache).  $1 attempt, $2
+ * result.  The attempt's job and read version reach the job's UPDATE as
+ * InitPlans (index conditions, no join).  No row: nothing was written (the
+ * attempt may be locked), and the full path decides.  Under READ
+ * COMMITTED a concurrent change of the attempt or the job is re-checked
+ * after the lock wait (EvalPlanQual), as in the full path.
  */
 static IjPlan complete_fast = {
 	"WITH a AS ("
-	"  SELECT id, job_id, read_version FROM idemjob.attempts"
+	"  SELECT job_id, read_version FROM idemjob.attempts"
 	"  WHERE id OPERATOR(pg_catalog.=) $1"
 	"  AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
 	"  FOR UPDATE),"
 	" cas AS ("
-	"  UPDATE idemjob.jobs j SET state = 'succeeded'::idemjob.job_state,"
-	"  result = $2, completed_by = a.id,"
-	"  version = j.version OPERATOR(pg_catalog.+) 1,"
+	"  UPDATE idemjob.jobs SET state = 'succeeded'::idemjob.job_state,"
+	"  result = $2, completed_by = $1,"
+	"  version = version OPERATOR(pg_catalog.+) 1,"
 	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-	"  FROM a"
-	"  WHERE j.id OPERATOR(pg_catalog.=) a.job_id"
-	"  AND j.version OPERATOR(pg_catalog.=) a.read_version"
-	"  AND j.completed_by IS NULL"
-	"  AND ($3 OR NOT EXISTS (SELECT FROM idemjob.contracts c"
-	"   WHERE c.intent OPERATOR(pg_catalog.=) j.intent))"
-	"  RETURNING j.version, j.id, j.owner_id)"
-	" UPDATE idemjob.attempts t SET state = 'succeeded'::idemjob.attempt_state,"
-	" finished_at = pg_catalog.now()"
-	" FROM cas WHERE t.id OPERATOR(pg_catalog.=) $1"
-	" RETURNING cas.version, cas.id, cas.owner_id",
-	3, {UUIDOID, JSONBOID, BOOLOID}, NULL, 0
+	"  WHERE id OPERATOR(pg_catalog.=) (SELECT a.job_id FROM a)"
+	"  AND version OPERATOR(pg_catalog.=) (SELECT a.read_version FROM a)"
+	"  AND completed_by IS NULL"
+	"  AND intent OPERATOR(pg_catalog.<>) ALL ($3)"
+	"  RETURNING version, id, owner_id),"
+	" u AS ("
+	"  UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
+	"  finished_at = pg_catalog.now()"
+	"  WHERE id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM cas))"
+	" SELECT version, id, owner_id FROM cas",
+	3, {UUIDOID, JSONBOID, TEXTARRAYOID}, NULL, 0
 };
 
 static IjPlan attempt_done = {
@@ -224,7 +225,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 
 		args[0] = PG_GETARG_DATUM(0);
 		args[1] = JsonbPGetDatum(result);
-		args[2] = BoolGetDatum(!ij_contracts_any());
+		args[2] = ij_contract_intents();
 		if (ij_exec(&complete_fast, args, NULL) == 1)
 		{
 			/* another owner's attempt: the error undoes the statement */

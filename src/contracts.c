@@ -39,6 +39,7 @@
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -64,6 +65,7 @@ typedef struct ContractEntry
 
 static MemoryContext cache_cxt = NULL;
 static int	any_contract = -1;	/* does any intent have one? -1: not known */
+static Datum intents_with_contract = (Datum) 0;	/* text[] in cache_cxt */
 static HTAB *cache = NULL;
 static bool cache_stale = false;
 static Oid	contracts_relid = InvalidOid;
@@ -74,8 +76,9 @@ static IjPlan get_contract = {
 	1, {TEXTOID}, NULL, 0
 };
 
-static IjPlan contract_exists = {
-	"SELECT EXISTS (SELECT FROM idemjob.contracts)",
+/* the intents that have a contract (NULL: none) */
+static IjPlan contract_intents = {
+	"SELECT pg_catalog.array_agg(intent) FROM idemjob.contracts",
 	0, {InvalidOid}, NULL, 0
 };
 
@@ -196,6 +199,7 @@ cache_reset(void)
 						HASH_CONTEXT);
 	cache_stale = false;
 	any_contract = -1;
+	intents_with_contract = (Datum) 0;
 
 	/* which relation's invalidations concern us (changes with re-install) */
 	nsp = get_namespace_oid("idemjob", true);
@@ -269,17 +273,46 @@ ij_contracts_any(void)
 {
 	while (any_contract < 0 || cache == NULL || cache_stale)
 	{
-		bool		exists;
+		Datum		list;
+		bool		none;
+		MemoryContext oldcxt;
 
 		CHECK_FOR_INTERRUPTS();
 		if (cache == NULL || cache_stale)
 			cache_reset();
-		ij_exec(&contract_exists, NULL, NULL);
-		exists = DatumGetBool(ij_col_nn(0, 1));
+		ij_exec(&contract_intents, NULL, NULL);
+		list = ij_col(0, 1, &none);
 		if (!cache_stale)
-			any_contract = exists ? 1 : 0;
+		{
+			oldcxt = MemoryContextSwitchTo(cache_cxt);
+			intents_with_contract = none ? (Datum) 0 :
+				PointerGetDatum(DatumGetArrayTypePCopy(list));
+			MemoryContextSwitchTo(oldcxt);
+			any_contract = none ? 0 : 1;
+		}
 	}
 	return any_contract != 0;
+}
+
+/*
+ * The intents that have a contract, as a text[] (empty when none), from
+ * the cache.  Must be connected to SPI; valid until the next cache reset.
+ */
+Datum
+ij_contract_intents(void)
+{
+	static ArrayType *empty = NULL;
+
+	if (ij_contracts_any())
+		return intents_with_contract;
+	if (empty == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		empty = construct_empty_array(TEXTOID);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	return PointerGetDatum(empty);
 }
 
 /*

@@ -41,6 +41,7 @@ int			idemjob_retry_backoff_ms = 1000;
 int			idemjob_retry_backoff_max_ms = 60 * 60 * 1000;
 bool		idemjob_keep_dropped_results = false;
 int			idemjob_key_retention_s = 0;
+int			idemjob_purge_pause_ms = 0;
 int			idemjob_sweeper_interval_ms = 1000;
 char	   *idemjob_sweeper_databases = NULL;
 bool		idemjob_notify = true;
@@ -172,6 +173,16 @@ _PG_init(void)
 							0, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.purge_pause",
+							"Pause of purge() after each 1,000 jobs it deletes, to leave the CPU to other work.",
+							"0 purges without a pause.",
+							&idemjob_purge_pause_ms,
+							0,
+							0, 10000,
+							PGC_SUSET,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("idemjob.owner_binding",

@@ -44,6 +44,7 @@ extern int	idemjob_retry_backoff_ms;
 extern int	idemjob_retry_backoff_max_ms;
 extern bool idemjob_keep_dropped_results;
 extern int	idemjob_key_retention_s;
+extern int	idemjob_purge_pause_ms;
 extern char *idemjob_owner_binding;
 extern int	idemjob_sweeper_interval_ms;
 extern char *idemjob_sweeper_databases;
@@ -132,6 +133,7 @@ extern bool ij_job_final(const char *job_state);
 /* contracts.c */
 extern void ij_contracts_init(void);
 extern bool ij_contracts_any(void);
+extern Datum ij_contract_intents(void);
 extern bool ij_check_result_contract(Datum job_id, Datum intent, Jsonb *result,
 									 Jsonb **violation);
 extern bool ij_provider_certified(const char *intent, const char *provider);

@@ -39,8 +39,7 @@ static IjPlan insert_job = {
 	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider,"
 	" run_at, priority, max_attempts)"
 	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9)"
-	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
-	" RETURNING state",
+	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
 	9, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
 	INT4OID, INT4OID}, NULL, 0
 };
@@ -75,6 +74,27 @@ static IjPlan cancel_job = {
 };
 
 /* IJ001: the key was used for another request; detail says what differs */
+/*
+ * The job_state 'pending' of a new job, as a Datum of the result's state
+ * column type: looked up once per backend (again for a re-created type),
+ * so the insert needs no RETURNING.
+ */
+static Datum
+pending_state(TupleDesc tupdesc)
+{
+	static Oid	typoid = InvalidOid;
+	static Datum pending;
+	Oid			t = TupleDescAttr(tupdesc, 2)->atttypid;
+
+	if (t != typoid)
+	{
+		pending = DirectFunctionCall2(enum_in, CStringGetDatum("pending"),
+									  ObjectIdGetDatum(t));
+		typoid = t;
+	}
+	return pending;
+}
+
 static void
 key_conflict(text *key, text *owner_id, Datum job_id, const char *detail)
 {
@@ -164,7 +184,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 			{
 				out[0] = args[0];
 				out[1] = BoolGetDatum(true);
-				out[2] = ij_col_nn(0, 1);
+				out[2] = pending_state(tupdesc);
 				out[3] = Int64GetDatum(0);
 				/* a purged job's key is spent: IJ007 or IJ001 (retention.c) */
 				ij_check_spent_key(owner_id, key, intent, provider, params, false);

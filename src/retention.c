@@ -52,9 +52,11 @@
 #include "common/sha2.h"
 #include "datatype/timestamp.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "storage/bufmgr.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -65,6 +67,9 @@
 #include "idemjob.h"
 
 PG_FUNCTION_INFO_V1(idemjob_purge);
+
+/* purge()'s chunk when idemjob.purge_pause is set */
+#define PURGE_CHUNK 1000
 PG_FUNCTION_INFO_V1(idemjob_purge_race_log);
 
 static IjPlan select_doomed = {
@@ -95,7 +100,7 @@ static IjPlan delete_doomed = {
 	" FROM del d JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 	" AS s(id, sha)"
 	" ON s.id OPERATOR(pg_catalog.=) d.id",
-	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, 0
+	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, CURSOR_OPT_GENERIC_PLAN
 };
 
 static IjPlan expire_spent_keys = {
@@ -328,6 +333,7 @@ idemjob_purge(PG_FUNCTION_ARGS)
 	int			n;
 	int			i;
 	int			purged = 0;
+	int			chunk;
 	Datum	   *ids;
 	Datum	   *shas;
 
@@ -343,14 +349,27 @@ idemjob_purge(PG_FUNCTION_ARGS)
 
 	ij_connect();
 
-	args[0] = older_than;
-	args[1] = Int32GetDatum(max_jobs);
-	args[2] = PointerGetDatum(bound);
-	nulls[2] = bound ? ' ' : 'n';
-	n = ij_exec(&select_doomed, args, nulls);
-
-	if (n > 0)
+	/*
+	 * With idemjob.purge_pause, in chunks of PURGE_CHUNK jobs with a pause
+	 * after each (the locks taken so far are on deleted rows only);
+	 * without, in one.
+	 */
+	chunk = idemjob_purge_pause_ms > 0 ? Min(max_jobs, PURGE_CHUNK) : max_jobs;
+	for (;;)
 	{
+		int			want = Min(chunk, max_jobs - purged);
+
+		CHECK_FOR_INTERRUPTS();
+		args[0] = older_than;
+		args[1] = Int32GetDatum(want);
+		args[2] = PointerGetDatum(bound);
+		nulls[0] = ' ';
+		nulls[1] = ' ';
+		nulls[2] = bound ? ' ' : 'n';
+		n = ij_exec(&select_doomed, args, nulls);
+		if (n == 0)
+			break;
+
 		ids = palloc(n * sizeof(Datum));
 		shas = palloc(n * sizeof(Datum));
 		for (i = 0; i < n; i++)
@@ -367,7 +386,14 @@ idemjob_purge(PG_FUNCTION_ARGS)
 												  TYPALIGN_CHAR));
 		args[1] = PointerGetDatum(construct_array(shas, n, BYTEAOID,
 												  -1, false, TYPALIGN_INT));
-		purged = ij_exec(&delete_doomed, args, NULL);
+		purged += ij_exec(&delete_doomed, args, NULL);
+		SPI_freetuptable(SPI_tuptable);
+		if (n < want || purged >= max_jobs)
+			break;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 idemjob_purge_pause_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
 	}
 
 	if (idemjob_key_retention_s > 0)

@@ -192,3 +192,23 @@ SELECT idemjob.purge_race_log('0');
 RESET idemjob.owner_binding;
 RESET app.owner;
 SELECT owner_id, count(*) FROM idemjob.race_log WHERE owner_id IN ('ret', 'drop') GROUP BY owner_id;
+
+-- idemjob.purge_pause: the same purge in chunks of 1,000 jobs with a pause
+-- after each; max_jobs still counts jobs, and every purged job has its key
+SET idemjob.owner_binding = 'setting:app.owner';
+SET app.owner = 'pause';
+SELECT count(*) FROM generate_series(1, 2500) i,
+  LATERAL idemjob.submit('pause', 'p-' || i, 'charge', '{}') s,
+  LATERAL idemjob.complete_attempt((SELECT id FROM idemjob.start_attempt(s.job_id)), '{"ok": 1}') c;
+SET idemjob.purge_pause = '20ms';
+SELECT clock_timestamp() AS t0 \gset
+SELECT idemjob.purge('0', 2100);
+-- two pauses (after the first and the second thousand), none after the last chunk
+SELECT clock_timestamp() - :'t0'::timestamptz >= interval '40ms' AS paused;
+SELECT idemjob.purge('0', 2100);
+SELECT idemjob.purge('0', 2100);
+RESET idemjob.purge_pause;
+RESET idemjob.owner_binding;
+RESET app.owner;
+SELECT count(*) AS spent, count(DISTINCT job_id) AS jobs FROM idemjob.spent_keys WHERE owner_id = 'pause';
+SELECT count(*) AS left_over FROM idemjob.jobs WHERE owner_id = 'pause';
