@@ -64,7 +64,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
  * filter, so that each has an index in claim order: jobs_claim for any
  * intent, jobs_claim_intent for one; several intents filter jobs_claim.
  */
-#define CLAIM_SQL(intent_filter) \
+#define CLAIM_SQL(intent_filter, limit) \
 	"WITH c AS (" \
 	"  SELECT id FROM idemjob.jobs" \
 	"  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state" \
@@ -72,7 +72,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	intent_filter \
 	"  AND ($3::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $3)" \
 	"  ORDER BY priority DESC, run_at, id" \
-	"  LIMIT $4 FOR UPDATE SKIP LOCKED)," \
+	"  LIMIT " limit " FOR UPDATE SKIP LOCKED)," \
 	" j AS (" \
 	"  UPDATE idemjob.jobs t SET attempt_count = t.attempt_count OPERATOR(pg_catalog.+) 1," \
 	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()" \
@@ -89,29 +89,36 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	" ORDER BY j.priority DESC, j.run_at, j.id"
 
 /*
- * The generic plan is the one wanted at any size (an index scan of
- * jobs_claim or jobs_claim_intent under LockRows and LIMIT); the plan
- * cache would keep re-planning for LIMIT $4, whose value it cannot see.
+ * Two plans for each intent filter.  A claim of one job has LIMIT 1 in its
+ * text and takes the generic plan at once: with LIMIT 1 it is the index
+ * scan in claim order (jobs_claim or jobs_claim_intent) under LockRows,
+ * and re-planning it on every call would cost more than running it.  A
+ * batch keeps LIMIT $4 and custom plans: in a generic plan the planner
+ * would guess that LIMIT at 10% of the rows, and might sort them all.
  * The attempt's columns come from j: the data-modifying CTE a runs to
  * completion whether or not the outer query reads it (an error in it
  * aborts the whole statement), so the result needs no join.
  */
-static IjPlan claim_any = {
-	CLAIM_SQL(""),
-	7, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}, NULL, CURSOR_OPT_GENERIC_PLAN
-};
+#define CLAIM_ANY_TYPES {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, \
+		TIMESTAMPTZOID, TIMESTAMPTZOID}
+#define CLAIM_ONE_TYPES {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, \
+		TIMESTAMPTZOID, TIMESTAMPTZOID}
+#define FILTER_ONE "  AND intent OPERATOR(pg_catalog.=) $2"
+#define FILTER_SOME "  AND intent OPERATOR(pg_catalog.=) ANY ($2)"
 
-static IjPlan claim_one = {
-	CLAIM_SQL("  AND intent OPERATOR(pg_catalog.=) $2"),
-	7, {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}, NULL, CURSOR_OPT_GENERIC_PLAN
-};
-
-static IjPlan claim_some = {
-	CLAIM_SQL("  AND intent OPERATOR(pg_catalog.=) ANY ($2)"),
-	7, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID}, NULL, CURSOR_OPT_GENERIC_PLAN
+static IjPlan claim_plans[3][2] = {
+	{	/* any intent */
+		{CLAIM_SQL("", "1"), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_SQL("", "$4"), 7, CLAIM_ANY_TYPES, NULL, 0}
+	},
+	{	/* one intent */
+		{CLAIM_SQL(FILTER_ONE, "1"), 7, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_SQL(FILTER_ONE, "$4"), 7, CLAIM_ONE_TYPES, NULL, 0}
+	},
+	{	/* several intents */
+		{CLAIM_SQL(FILTER_SOME, "1"), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_SQL(FILTER_SOME, "$4"), 7, CLAIM_ANY_TYPES, NULL, 0}
+	}
 };
 
 static IjPlan heartbeat = {
@@ -265,7 +272,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(1))
 	{
-		plan = &claim_any;
+		plan = claim_plans[0];
 		args[1] = (Datum) 0;
 		nulls[1] = 'n';
 	}
@@ -280,15 +287,17 @@ idemjob_claim(PG_FUNCTION_ARGS)
 						  &elems, &elnulls, &nelems);
 		if (nelems == 1 && !elnulls[0])
 		{
-			plan = &claim_one;
+			plan = claim_plans[1];
 			args[1] = elems[0];
 		}
 		else
 		{
-			plan = &claim_some;
+			plan = claim_plans[2];
 			args[1] = PointerGetDatum(intents);
 		}
 	}
+	if (max_jobs > 1)
+		plan++;
 	args[2] = owner ? PointerGetDatum(owner) : (Datum) 0;
 	nulls[2] = owner ? ' ' : 'n';
 	args[3] = Int32GetDatum(max_jobs);

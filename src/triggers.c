@@ -10,7 +10,8 @@
  * these triggers hold them to the contract too.  The extension's own
  * functions have already checked what they write: while one of them runs
  * (idemjob_trusted_depth > 0, raised in spi_plans.c) every guard returns at
- * once, and the update guards are not even queued (their WHEN clause).  A
+ * once (the update guards are AFTER triggers, fired at the end of the
+ * function's statement, still on the trusted path).  A
  * limit of this design: a user-defined trigger on these tables that itself
  * runs DML on them, fired from inside an idemjob function, runs trusted
  * too.

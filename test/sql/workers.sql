@@ -333,22 +333,43 @@ SELECT owner_id, state FROM idemjob.job(:'j_alice');
 RESET idemjob.owner_binding;
 RESET wk.owner;
 
--- the claim index serves the claim at any size (a generic plan)
-SET plan_cache_mode = force_generic_plan;
-PREPARE claim_scan(timestamptz, int) AS
+-- the claim index serves the claim at any size: a claim of one job keeps
+-- its generic plan (LIMIT 1 in its text), an index scan in claim order.
+-- On a table of a few rows any plan is cheap: the plans are checked on
+-- 20,000 pending jobs of ten intents (inserted as a restore would, then
+-- rolled back with their statistics)
+BEGIN;
+INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, params, provider)
+SELECT 'wk-scale', 'k' || g, CASE WHEN g % 10 = 0 THEN 'wk.order' ELSE 'wk.other' || g % 10 END, '{}', 'p'
+  FROM generate_series(1, 20000) g;
+ANALYZE idemjob.jobs;
+SET LOCAL plan_cache_mode = force_generic_plan;
+PREPARE claim_scan(timestamptz) AS
 SELECT id FROM idemjob.jobs
  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
    AND run_at OPERATOR(pg_catalog.<=) $1
- ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED;
-EXPLAIN (COSTS OFF) EXECUTE claim_scan(now(), 1);
+ ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED;
+EXPLAIN (COSTS OFF) EXECUTE claim_scan(now());
 DEALLOCATE claim_scan;
 -- a claim of one intent reads that intent's jobs only
-PREPARE claim_intent(timestamptz, text, int) AS
+PREPARE claim_intent(timestamptz, text) AS
+SELECT id FROM idemjob.jobs
+ WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
+   AND run_at OPERATOR(pg_catalog.<=) $1 AND intent OPERATOR(pg_catalog.=) $2
+ ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED;
+EXPLAIN (COSTS OFF) EXECUTE claim_intent(now(), 'wk.order');
+DEALLOCATE claim_intent;
+-- a batch is planned for its LIMIT (custom plans: a generic plan would
+-- guess 10% of the rows for LIMIT $n)
+SET LOCAL plan_cache_mode = force_custom_plan;
+PREPARE claim_batch(timestamptz, text, int) AS
 SELECT id FROM idemjob.jobs
  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
    AND run_at OPERATOR(pg_catalog.<=) $1 AND intent OPERATOR(pg_catalog.=) $2
  ORDER BY priority DESC, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED;
-EXPLAIN (COSTS OFF) EXECUTE claim_intent(now(), 'wk.order', 1);
-DEALLOCATE claim_intent;
+EXPLAIN (COSTS OFF) EXECUTE claim_batch('2100-01-01 00:00:00+00', 'wk.order', 100);
+DEALLOCATE claim_batch;
+ROLLBACK;
+SET plan_cache_mode = force_generic_plan;
 SELECT pg_temp.try($$SELECT idemjob.heartbeat('00000000-0000-0000-0000-000000000000', '100000000 years')$$);
 RESET plan_cache_mode;
