@@ -7,10 +7,12 @@
 #   BATCH                    purge batch (default 10000)
 #   REPLAYS                  submits per replay measurement (default 20000)
 #   W1_SECONDS, W1_CLIENTS   W1 (bench/workloads/idemjob/submit_new.sql) during
-#                            a purge: seconds per point (default 15), clients
-#                            (default 2); 0 seconds leaves it out
+#                            a purge: seconds per point (default 15), client
+#                            counts (default "1 2"); 0 seconds leaves it out
 #   PAUSES                   idemjob.purge_pause values to run it with
-#                            (default "0 20ms 50ms")
+#                            (default "200ms 50ms 0"; each point
+#                            purges from the same N jobs, so the last points
+#                            may run dry: "left" says so)
 #
 # Creates database bench_retention (dropped first), loads N succeeded jobs
 # completed a day ago, each with one attempt, with the guards set aside
@@ -30,8 +32,8 @@ N=${N:-1000000}
 BATCH=${BATCH:-10000}
 REPLAYS=${REPLAYS:-20000}
 W1_SECONDS=${W1_SECONDS:-15}
-W1_CLIENTS=${W1_CLIENTS:-2}
-PAUSES=${PAUSES:-0 20ms 50ms}
+W1_CLIENTS=${W1_CLIENTS:-1 2}
+PAUSES=${PAUSES:-200ms 50ms 0}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PGBENCH=${PGBENCH:-$(command -v pgbench || echo /usr/lib/postgresql/15/bin/pgbench)}
 DB=bench_retention
@@ -78,18 +80,19 @@ SELECT sum(attempts) AS attempts FROM idemjob.provider_stats;
 EOF
 
 # W1 alone, then W1 while a purge loop runs: TPS ratio and purge rate
-w1() {	# pgbench's TPS
-	"$PGBENCH" -n -M prepared -c "$W1_CLIENTS" -j "$W1_CLIENTS" -T "$W1_SECONDS" \
+w1() {	# pgbench's TPS at $1 clients
+	"$PGBENCH" -n -M prepared -c "$1" -j "$1" -T "$W1_SECONDS" \
 		-f "$HERE/workloads/idemjob/submit_new.sql" $DB 2>/dev/null |
 		sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p'
 }
 spent() { "${PSQL[@]}" -d $DB -At -c "SELECT count(*) FROM idemjob.spent_keys"; }
 if [ "$W1_SECONDS" -gt 0 ]; then
+	for c in $W1_CLIENTS; do
 	for pause in $PAUSES; do
 		# alone just before, so that the table's growth hits both alike
 		"${PSQL[@]}" -d $DB -c "CHECKPOINT"
-		tps0=$(w1)
-		echo "W1 alone: $tps0 TPS ($W1_CLIENTS clients, ${W1_SECONDS} s)"
+		tps0=$(w1 "$c")
+		echo "W1 alone: $tps0 TPS ($c clients, ${W1_SECONDS} s)"
 		k0=$(spent)
 		# the purge session: one purge per statement, each its own transaction
 		{ echo "SET idemjob.purge_pause = '$pause';"
@@ -97,14 +100,16 @@ if [ "$W1_SECONDS" -gt 0 ]; then
 		} | "${PSQL[@]}" -d $DB -At >/dev/null 2>&1 &
 		ppid=$!
 		t0=$(date +%s.%N)
-		tps=$(w1)
+		tps=$(w1 "$c")
 		kill "$ppid" 2>/dev/null; wait "$ppid" 2>/dev/null || true
 		"${PSQL[@]}" -d $DB -At -c "SELECT count(pg_catalog.pg_cancel_backend(pid)) FROM pg_stat_activity
 			WHERE datname = '$DB' AND query LIKE 'SELECT idemjob.purge%' AND pid <> pg_backend_pid()" >/dev/null
 		t1=$(date +%s.%N)
 		k1=$(spent)
-		echo "W1 during purge (batch $BATCH, purge_pause $pause): $tps TPS = $(echo "scale=2; $tps / $tps0" | bc) x alone;" \
-			"purged $((k1 - k0)) jobs meanwhile: $(echo "($k1 - $k0) / ($t1 - $t0)" | bc) jobs/s"
+		echo "W1 during purge ($c clients, batch $BATCH, purge_pause $pause): $tps TPS = $(echo "scale=2; $tps / $tps0" | bc) x alone;" \
+			"purged $((k1 - k0)) jobs meanwhile: $(echo "($k1 - $k0) / ($t1 - $t0)" | bc) jobs/s;" \
+			"left: $("${PSQL[@]}" -d $DB -At -c "SELECT count(*) FROM idemjob.jobs WHERE owner_id LIKE 'owner-%'") final jobs"
+	done
 	done
 fi
 

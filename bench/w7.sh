@@ -41,16 +41,16 @@ PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
 PORT=${BENCH_W7_PORT:-5768}
 WORK=${BENCH_W7_WORK:-/tmp/idemjob-w7-$PORT}
 CLIENTS=${BENCH_W7_CLIENTS:-1 4 8}
-WORKLOADS=${BENCH_W7_WORKLOADS:-floor graphile pgboss idemjob idemjob_nonotify batch_1rt batch_101rt}
+WORKLOADS=${BENCH_W7_WORKLOADS:-floor graphile pgboss idemjob batch_1rt batch_101rt}
 NPM_DIR=${BENCH_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idemjob-bench/npm}
 # pgbench protocol for the peers: the one their node driver uses (Graphile
 # Worker: named prepared statements; pg-boss: unnamed statements, parsed on
 # every call); "prepared" for all gives the floor's protocol to everyone
 PEER_MODE=${BENCH_W7_PEER_MODE:-own}
 if [ "$SMOKE" = 1 ]; then
-	N=${BENCH_W7_JOBS:-5000}; T=${BENCH_W7_T:-2}; OUT=${BENCH_W7_OUT:-$HERE/results/smoke}
+	N=${BENCH_W7_JOBS:-5000}; T=${BENCH_W7_T:-2}; OUT=${BENCH_W7_OUT:-$HERE/results/smoke}; RUNS=${BENCH_W7_RUNS:-1}
 else
-	N=${BENCH_W7_JOBS:-100000}; T=${BENCH_W7_T:-10}; OUT=${BENCH_W7_OUT:-$HERE/results}
+	N=${BENCH_W7_JOBS:-100000}; T=${BENCH_W7_T:-10}; OUT=${BENCH_W7_OUT:-$HERE/results}; RUNS=${BENCH_W7_RUNS:-3}
 fi
 mkdir -p "$OUT"
 HZ=$(getconf CLK_TCK)
@@ -88,6 +88,12 @@ synchronous_commit = off
 max_wal_size = 20GB
 min_wal_size = 1GB
 checkpoint_timeout = 30min
+# a queue table: vacuum often, for every implementation alike, so that a
+# claim does not walk the index past claimed jobs for long (with the
+# defaults a run's rate depended on whether autovacuum happened to run)
+autovacuum_naptime = 1s
+autovacuum_vacuum_scale_factor = 0.01
+autovacuum_vacuum_cost_limit = 10000
 logging_collector = off
 log_min_messages = warning
 EOF
@@ -189,7 +195,7 @@ peer_updates() {	# $1 db, $2 impl
 
 RES="$WORK/results.tsv"
 : >"$RES"
-measure() {	# $1 workload, $2 clients
+measure() {	# $1 workload, $2 clients, $3 run
 	local w=$1 c=$2 impl=idemjob script per=1 db=w7_run tmpl=w7_tmpl mode=prepared
 	local -a vars=()
 	case $w in
@@ -273,15 +279,19 @@ measure() {	# $1 workload, $2 clients
 	jps=$(awk -v d="$done" -v t="$tps" -v n="$ntx" 'BEGIN { printf "%.0f", (n > 0 ? d * t / n : 0) }')
 	wal=$(q $db -c "SELECT round(pg_wal_lsn_diff('$lsn1', '$lsn0') / greatest($done, 1))")
 	cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v d="$done" -v hz="$HZ" 'BEGIN { printf "%.0f", (b - a) / hz * 1e6 / (d > 0 ? d : 1) }')
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$c" "$jps" "$wal" "$cpu" "$done" "$left" "$running" "$dup" >>"$RES"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$c" "$jps" "$wal" "$cpu" "$done" "$left" "$running" "$dup" "$3" >>"$RES"
 	log "$w c=$c: $jps jobs/s, $wal WAL B/job, $cpu us CPU/job, done $done, left $left, running $running, doubles $dup"
 	q postgres -c "DROP DATABASE $db"
 }
 
 log "N=$N T=${T}s clients: $CLIENTS; idemjob $EXTV; $(nproc) CPUs"
 for c in $CLIENTS; do
+	for r in $(seq 1 "$RUNS"); do
 	for w in $WORKLOADS; do
-		measure "$w" "$c"
+		# pg-boss is two orders slower (its fetch sorts the queue): one run
+		[ "$w" = pgboss ] && [ "$r" -gt 1 ] && continue
+		measure "$w" "$c" "$r"
+	done
 	done
 done
 
@@ -290,21 +300,40 @@ done
 	echo "# W7: claim + complete, idemjob $EXTV against the floor"
 	echo
 	echo "$(date -u +%F), $("$PG_BINDIR/postgres" --version), $(nproc) CPUs; N = $N pending jobs refilled before each"
-	echo "run, pgbench -M prepared -T $T, synchronous_commit off, shared_buffers 1GB, one run per point."
+	echo "run, pgbench -M prepared -T $T, synchronous_commit off, shared_buffers 1GB, autovacuum every second"
+	echo "(naptime 1s, scale factor 0.01, for every implementation alike); $RUNS runs per point (pg-boss: 1),"
+	echo "the implementations taking turns within each run; each figure is the median over runs, each ratio"
+	echo "the median over runs of the ratio to the floor of the same run."
 	echo "jobs/s = jobs succeeded / pgbench run time; WAL and server CPU (every server process,"
 	echo "from /proc, ${HZ} Hz ticks) per job succeeded; x floor = ratio to the floor at the same clients."
 	echo "\"doubles\" counts jobs with attempt_count > 1, jobs with more than one attempt, succeeded"
 	echo "attempts that are not the job's completed_by, and race_log rows: all must be 0."
 	echo
-	echo "| workload | clients | jobs/s | x floor | WAL B/job | x floor | CPU µs/job | x floor | done | left pending | left running | doubles |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	awk -F'\t' '
-		{ row[NR] = $0; if ($1 == "floor") { fj[$2] = $3; fw[$2] = $4; fc[$2] = $5 } }
-		function r(a, b) { return (b > 0 ? sprintf("%.2f", a / b) : "-") }
-		END { for (i = 1; i <= NR; i++) { split(row[i], f, "\t");
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				f[1], f[2], f[3], r(f[3], fj[f[2]]), f[4], r(f[4], fw[f[2]]), f[5], r(f[5], fc[f[2]]),
-				f[6], f[7], f[8], f[9] } }' "$RES"
+	echo "| workload | clients | runs | jobs/s | x floor | WAL B/job | x floor | CPU µs/job | x floor | done | left pending | left running (max) | doubles (max) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	# the median over runs of each figure; a ratio is the median over runs
+	# of the ratio to the floor of the same run (slow drifts cancel)
+	python3 - "$RES" <<'PY'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+floor = {(r[1], r[9]): r for r in rows if r[0] == "floor"}
+order = []
+for r in rows:
+    if (r[0], r[1]) not in order:
+        order.append((r[0], r[1]))
+med = lambda xs: statistics.median(xs) if xs else 0
+for w, c in order:
+    mine = [r for r in rows if r[0] == w and r[1] == c]
+    def m(i):
+        return med([float(r[i]) for r in mine])
+    def ratio(i):
+        xs = [float(r[i]) / float(floor[(c, r[9])][i]) for r in mine
+              if (c, r[9]) in floor and float(floor[(c, r[9])][i]) > 0]
+        return "%.2f" % med(xs) if xs else "-"
+    print("| %s | %s | %d | %.0f | %s | %.0f | %s | %.0f | %s | %.0f | %.0f | %d | %d |" % (
+        w, c, len(mine), m(2), ratio(2), m(3), ratio(3), m(4), ratio(4),
+        m(5), m(6), max(int(r[7]) for r in mine), max(int(r[8]) for r in mine)))
+PY
 	echo
 	echo "Workloads: floor = bench/workloads/floor/claim_one.sql; idemjob = idemjob/claim_one.sql"
 	echo "(claim('w', NULL, 1), complete_attempt: 2 round trips per job); idemjob_nonotify = the same with"

@@ -199,9 +199,6 @@ already_completed(IjAttempt *a)
 Datum
 idemjob_complete_attempt(PG_FUNCTION_ARGS)
 {
-	FuncCallContext *funcctx;
-
-	if (SRF_IS_FIRSTCALL())
 	{
 		IjAttempt	a;
 		Jsonb	   *result;
@@ -211,15 +208,9 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		bool		outnull[4] = {false, false, false, false};
 		Datum		args[9];
 		char		nulls[9];
-		TupleDesc	tupdesc;
-		MemoryContext oldcxt;
-
 		ij_require(fcinfo, 0, "attempt_id");
 		ij_require(fcinfo, 1, "result");
 		result = ij_jsonb_arg(fcinfo, 1, "result", false);
-
-		funcctx = SRF_FIRSTCALL_INIT();
-		tupdesc = ij_result_tupdesc(fcinfo);
 
 		ij_connect();
 
@@ -403,21 +394,10 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		}
 
 answer:
-		/* SPI's result rows live until ij_finish(): copy the answer out */
-		oldcxt = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		/* SPI's result rows live until ij_finish(): the row copies them */
 		out[0] = ij_text_datum(outcome);
-		funcctx->user_fctx = heap_form_tuple(tupdesc, out, outnull);
-		MemoryContextSwitchTo(oldcxt);
+		ij_return_row(fcinfo, out, outnull);
 		ij_finish();
 	}
-
-	funcctx = SRF_PERCALL_SETUP();
-	if (funcctx->user_fctx != NULL)
-	{
-		HeapTuple	tuple = (HeapTuple) funcctx->user_fctx;
-
-		funcctx->user_fctx = NULL;
-		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(tuple));
-	}
-	SRF_RETURN_DONE(funcctx);
+	return (Datum) 0;
 }

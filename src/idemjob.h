@@ -93,6 +93,7 @@ extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
 extern TupleDesc ij_result_tupdesc(FunctionCallInfo fcinfo);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
+extern void ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 /* argument checks shared by every function (idemjob.c) */
 extern void ij_require(FunctionCallInfo fcinfo, int argno, const char *name);

@@ -114,9 +114,6 @@ key_conflict(text *key, text *owner_id, Datum job_id, const char *detail)
 Datum
 idemjob_submit(PG_FUNCTION_ARGS)
 {
-	FuncCallContext *funcctx;
-
-	if (SRF_IS_FIRSTCALL())
 	{
 		text	   *owner_id;
 		text	   *key;
@@ -129,7 +126,6 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		Datum		out[5];
 		bool		outnull[5] = {false, false, false, false, true};
 		TupleDesc	tupdesc;
-		MemoryContext oldcxt;
 		int			tries;
 
 		/* arguments first: 22004, then 22023 */
@@ -153,7 +149,6 @@ idemjob_submit(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to use idemjob.max_attempts.")));
 		ij_check_submit_owner(owner_id);
 
-		funcctx = SRF_FIRSTCALL_INIT();
 		tupdesc = ij_result_tupdesc(fcinfo);
 
 		args[0] = UUIDPGetDatum(idemjob_new_uuid());
@@ -234,22 +229,11 @@ idemjob_submit(PG_FUNCTION_ARGS)
 			break;
 		}
 
-		/* the tuple copies every value out of SPI memory */
-		oldcxt = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
-		funcctx->user_fctx = heap_form_tuple(tupdesc, out, outnull);
-		MemoryContextSwitchTo(oldcxt);
+		/* the row copies every value out of SPI memory */
+		ij_return_row(fcinfo, out, outnull);
 		ij_finish();
 	}
-
-	funcctx = SRF_PERCALL_SETUP();
-	if (funcctx->user_fctx != NULL)
-	{
-		HeapTuple	tuple = (HeapTuple) funcctx->user_fctx;
-
-		funcctx->user_fctx = NULL;
-		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(tuple));
-	}
-	SRF_RETURN_DONE(funcctx);
+	return (Datum) 0;
 }
 
 /*

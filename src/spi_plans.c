@@ -36,7 +36,9 @@
 
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/tuplestore.h"
 
 #include "idemjob.h"
 
@@ -160,4 +162,34 @@ ij_row_datum(int row, FunctionCallInfo fcinfo)
 {
 	return PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[row],
 										   ij_result_tupdesc(fcinfo)));
+}
+
+/*
+ * Return one row from a set-returning function in materialize mode: one
+ * call, no per-call memory context, no second call to say "done".  The
+ * tuplestore copies the values (out of SPI memory too) into the query's
+ * memory.  The row type is the one the executor expects (the function's
+ * result type), or the cached one.
+ */
+void
+ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	tupdesc;
+	Tuplestorestate *ts;
+	MemoryContext oldcxt;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		!(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	tupdesc = rsinfo->expectedDesc ? rsinfo->expectedDesc : ij_result_tupdesc(fcinfo);
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	ts = tuplestore_begin_heap(false, false, work_mem);
+	tuplestore_putvalues(ts, tupdesc, values, nulls);
+	MemoryContextSwitchTo(oldcxt);
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = ts;
+	rsinfo->setDesc = NULL;
 }

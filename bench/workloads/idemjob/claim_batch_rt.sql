@@ -1,305 +1,307 @@
 -- W7 idemjob batch, 101 round trips: claim(max_jobs => 100) in one
 -- transaction, then one complete_attempt per claimed job, each its own
--- transaction (as a worker does it).  The 100 blocks below are generated (a shell loop).
+-- transaction (as a worker does it).  The claim's attempt ids come back as
+-- 100 columns (one pgbench variable each), so each complete sends one uuid
+-- as a worker holding the claimed rows would.  Generated (a shell loop).
 \set n 0
-SELECT count(*) AS n, array_agg(attempt_id)::text AS ids FROM idemjob.claim('w', NULL, 100) \aset
+SELECT count(*) AS n, (pg_catalog.array_agg(attempt_id))[1] AS id1, (pg_catalog.array_agg(attempt_id))[2] AS id2, (pg_catalog.array_agg(attempt_id))[3] AS id3, (pg_catalog.array_agg(attempt_id))[4] AS id4, (pg_catalog.array_agg(attempt_id))[5] AS id5, (pg_catalog.array_agg(attempt_id))[6] AS id6, (pg_catalog.array_agg(attempt_id))[7] AS id7, (pg_catalog.array_agg(attempt_id))[8] AS id8, (pg_catalog.array_agg(attempt_id))[9] AS id9, (pg_catalog.array_agg(attempt_id))[10] AS id10, (pg_catalog.array_agg(attempt_id))[11] AS id11, (pg_catalog.array_agg(attempt_id))[12] AS id12, (pg_catalog.array_agg(attempt_id))[13] AS id13, (pg_catalog.array_agg(attempt_id))[14] AS id14, (pg_catalog.array_agg(attempt_id))[15] AS id15, (pg_catalog.array_agg(attempt_id))[16] AS id16, (pg_catalog.array_agg(attempt_id))[17] AS id17, (pg_catalog.array_agg(attempt_id))[18] AS id18, (pg_catalog.array_agg(attempt_id))[19] AS id19, (pg_catalog.array_agg(attempt_id))[20] AS id20, (pg_catalog.array_agg(attempt_id))[21] AS id21, (pg_catalog.array_agg(attempt_id))[22] AS id22, (pg_catalog.array_agg(attempt_id))[23] AS id23, (pg_catalog.array_agg(attempt_id))[24] AS id24, (pg_catalog.array_agg(attempt_id))[25] AS id25, (pg_catalog.array_agg(attempt_id))[26] AS id26, (pg_catalog.array_agg(attempt_id))[27] AS id27, (pg_catalog.array_agg(attempt_id))[28] AS id28, (pg_catalog.array_agg(attempt_id))[29] AS id29, (pg_catalog.array_agg(attempt_id))[30] AS id30, (pg_catalog.array_agg(attempt_id))[31] AS id31, (pg_catalog.array_agg(attempt_id))[32] AS id32, (pg_catalog.array_agg(attempt_id))[33] AS id33, (pg_catalog.array_agg(attempt_id))[34] AS id34, (pg_catalog.array_agg(attempt_id))[35] AS id35, (pg_catalog.array_agg(attempt_id))[36] AS id36, (pg_catalog.array_agg(attempt_id))[37] AS id37, (pg_catalog.array_agg(attempt_id))[38] AS id38, (pg_catalog.array_agg(attempt_id))[39] AS id39, (pg_catalog.array_agg(attempt_id))[40] AS id40, (pg_catalog.array_agg(attempt_id))[41] AS id41, (pg_catalog.array_agg(attempt_id))[42] AS id42, (pg_catalog.array_agg(attempt_id))[43] AS id43, (pg_catalog.array_agg(attempt_id))[44] AS id44, (pg_catalog.array_agg(attempt_id))[45] AS id45, (pg_catalog.array_agg(attempt_id))[46] AS id46, (pg_catalog.array_agg(attempt_id))[47] AS id47, (pg_catalog.array_agg(attempt_id))[48] AS id48, (pg_catalog.array_agg(attempt_id))[49] AS id49, (pg_catalog.array_agg(attempt_id))[50] AS id50, (pg_catalog.array_agg(attempt_id))[51] AS id51, (pg_catalog.array_agg(attempt_id))[52] AS id52, (pg_catalog.array_agg(attempt_id))[53] AS id53, (pg_catalog.array_agg(attempt_id))[54] AS id54, (pg_catalog.array_agg(attempt_id))[55] AS id55, (pg_catalog.array_agg(attempt_id))[56] AS id56, (pg_catalog.array_agg(attempt_id))[57] AS id57, (pg_catalog.array_agg(attempt_id))[58] AS id58, (pg_catalog.array_agg(attempt_id))[59] AS id59, (pg_catalog.array_agg(attempt_id))[60] AS id60, (pg_catalog.array_agg(attempt_id))[61] AS id61, (pg_catalog.array_agg(attempt_id))[62] AS id62, (pg_catalog.array_agg(attempt_id))[63] AS id63, (pg_catalog.array_agg(attempt_id))[64] AS id64, (pg_catalog.array_agg(attempt_id))[65] AS id65, (pg_catalog.array_agg(attempt_id))[66] AS id66, (pg_catalog.array_agg(attempt_id))[67] AS id67, (pg_catalog.array_agg(attempt_id))[68] AS id68, (pg_catalog.array_agg(attempt_id))[69] AS id69, (pg_catalog.array_agg(attempt_id))[70] AS id70, (pg_catalog.array_agg(attempt_id))[71] AS id71, (pg_catalog.array_agg(attempt_id))[72] AS id72, (pg_catalog.array_agg(attempt_id))[73] AS id73, (pg_catalog.array_agg(attempt_id))[74] AS id74, (pg_catalog.array_agg(attempt_id))[75] AS id75, (pg_catalog.array_agg(attempt_id))[76] AS id76, (pg_catalog.array_agg(attempt_id))[77] AS id77, (pg_catalog.array_agg(attempt_id))[78] AS id78, (pg_catalog.array_agg(attempt_id))[79] AS id79, (pg_catalog.array_agg(attempt_id))[80] AS id80, (pg_catalog.array_agg(attempt_id))[81] AS id81, (pg_catalog.array_agg(attempt_id))[82] AS id82, (pg_catalog.array_agg(attempt_id))[83] AS id83, (pg_catalog.array_agg(attempt_id))[84] AS id84, (pg_catalog.array_agg(attempt_id))[85] AS id85, (pg_catalog.array_agg(attempt_id))[86] AS id86, (pg_catalog.array_agg(attempt_id))[87] AS id87, (pg_catalog.array_agg(attempt_id))[88] AS id88, (pg_catalog.array_agg(attempt_id))[89] AS id89, (pg_catalog.array_agg(attempt_id))[90] AS id90, (pg_catalog.array_agg(attempt_id))[91] AS id91, (pg_catalog.array_agg(attempt_id))[92] AS id92, (pg_catalog.array_agg(attempt_id))[93] AS id93, (pg_catalog.array_agg(attempt_id))[94] AS id94, (pg_catalog.array_agg(attempt_id))[95] AS id95, (pg_catalog.array_agg(attempt_id))[96] AS id96, (pg_catalog.array_agg(attempt_id))[97] AS id97, (pg_catalog.array_agg(attempt_id))[98] AS id98, (pg_catalog.array_agg(attempt_id))[99] AS id99, (pg_catalog.array_agg(attempt_id))[100] AS id100 FROM idemjob.claim('w', NULL, 100) \aset
 \if :n >= 1
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[1], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id1, '{"ok": true}') \aset
 \endif
 \if :n >= 2
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[2], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id2, '{"ok": true}') \aset
 \endif
 \if :n >= 3
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[3], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id3, '{"ok": true}') \aset
 \endif
 \if :n >= 4
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[4], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id4, '{"ok": true}') \aset
 \endif
 \if :n >= 5
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[5], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id5, '{"ok": true}') \aset
 \endif
 \if :n >= 6
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[6], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id6, '{"ok": true}') \aset
 \endif
 \if :n >= 7
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[7], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id7, '{"ok": true}') \aset
 \endif
 \if :n >= 8
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[8], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id8, '{"ok": true}') \aset
 \endif
 \if :n >= 9
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[9], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id9, '{"ok": true}') \aset
 \endif
 \if :n >= 10
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[10], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id10, '{"ok": true}') \aset
 \endif
 \if :n >= 11
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[11], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id11, '{"ok": true}') \aset
 \endif
 \if :n >= 12
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[12], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id12, '{"ok": true}') \aset
 \endif
 \if :n >= 13
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[13], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id13, '{"ok": true}') \aset
 \endif
 \if :n >= 14
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[14], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id14, '{"ok": true}') \aset
 \endif
 \if :n >= 15
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[15], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id15, '{"ok": true}') \aset
 \endif
 \if :n >= 16
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[16], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id16, '{"ok": true}') \aset
 \endif
 \if :n >= 17
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[17], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id17, '{"ok": true}') \aset
 \endif
 \if :n >= 18
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[18], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id18, '{"ok": true}') \aset
 \endif
 \if :n >= 19
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[19], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id19, '{"ok": true}') \aset
 \endif
 \if :n >= 20
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[20], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id20, '{"ok": true}') \aset
 \endif
 \if :n >= 21
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[21], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id21, '{"ok": true}') \aset
 \endif
 \if :n >= 22
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[22], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id22, '{"ok": true}') \aset
 \endif
 \if :n >= 23
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[23], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id23, '{"ok": true}') \aset
 \endif
 \if :n >= 24
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[24], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id24, '{"ok": true}') \aset
 \endif
 \if :n >= 25
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[25], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id25, '{"ok": true}') \aset
 \endif
 \if :n >= 26
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[26], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id26, '{"ok": true}') \aset
 \endif
 \if :n >= 27
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[27], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id27, '{"ok": true}') \aset
 \endif
 \if :n >= 28
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[28], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id28, '{"ok": true}') \aset
 \endif
 \if :n >= 29
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[29], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id29, '{"ok": true}') \aset
 \endif
 \if :n >= 30
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[30], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id30, '{"ok": true}') \aset
 \endif
 \if :n >= 31
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[31], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id31, '{"ok": true}') \aset
 \endif
 \if :n >= 32
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[32], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id32, '{"ok": true}') \aset
 \endif
 \if :n >= 33
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[33], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id33, '{"ok": true}') \aset
 \endif
 \if :n >= 34
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[34], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id34, '{"ok": true}') \aset
 \endif
 \if :n >= 35
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[35], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id35, '{"ok": true}') \aset
 \endif
 \if :n >= 36
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[36], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id36, '{"ok": true}') \aset
 \endif
 \if :n >= 37
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[37], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id37, '{"ok": true}') \aset
 \endif
 \if :n >= 38
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[38], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id38, '{"ok": true}') \aset
 \endif
 \if :n >= 39
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[39], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id39, '{"ok": true}') \aset
 \endif
 \if :n >= 40
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[40], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id40, '{"ok": true}') \aset
 \endif
 \if :n >= 41
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[41], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id41, '{"ok": true}') \aset
 \endif
 \if :n >= 42
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[42], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id42, '{"ok": true}') \aset
 \endif
 \if :n >= 43
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[43], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id43, '{"ok": true}') \aset
 \endif
 \if :n >= 44
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[44], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id44, '{"ok": true}') \aset
 \endif
 \if :n >= 45
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[45], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id45, '{"ok": true}') \aset
 \endif
 \if :n >= 46
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[46], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id46, '{"ok": true}') \aset
 \endif
 \if :n >= 47
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[47], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id47, '{"ok": true}') \aset
 \endif
 \if :n >= 48
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[48], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id48, '{"ok": true}') \aset
 \endif
 \if :n >= 49
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[49], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id49, '{"ok": true}') \aset
 \endif
 \if :n >= 50
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[50], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id50, '{"ok": true}') \aset
 \endif
 \if :n >= 51
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[51], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id51, '{"ok": true}') \aset
 \endif
 \if :n >= 52
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[52], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id52, '{"ok": true}') \aset
 \endif
 \if :n >= 53
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[53], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id53, '{"ok": true}') \aset
 \endif
 \if :n >= 54
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[54], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id54, '{"ok": true}') \aset
 \endif
 \if :n >= 55
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[55], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id55, '{"ok": true}') \aset
 \endif
 \if :n >= 56
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[56], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id56, '{"ok": true}') \aset
 \endif
 \if :n >= 57
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[57], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id57, '{"ok": true}') \aset
 \endif
 \if :n >= 58
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[58], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id58, '{"ok": true}') \aset
 \endif
 \if :n >= 59
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[59], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id59, '{"ok": true}') \aset
 \endif
 \if :n >= 60
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[60], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id60, '{"ok": true}') \aset
 \endif
 \if :n >= 61
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[61], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id61, '{"ok": true}') \aset
 \endif
 \if :n >= 62
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[62], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id62, '{"ok": true}') \aset
 \endif
 \if :n >= 63
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[63], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id63, '{"ok": true}') \aset
 \endif
 \if :n >= 64
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[64], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id64, '{"ok": true}') \aset
 \endif
 \if :n >= 65
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[65], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id65, '{"ok": true}') \aset
 \endif
 \if :n >= 66
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[66], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id66, '{"ok": true}') \aset
 \endif
 \if :n >= 67
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[67], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id67, '{"ok": true}') \aset
 \endif
 \if :n >= 68
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[68], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id68, '{"ok": true}') \aset
 \endif
 \if :n >= 69
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[69], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id69, '{"ok": true}') \aset
 \endif
 \if :n >= 70
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[70], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id70, '{"ok": true}') \aset
 \endif
 \if :n >= 71
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[71], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id71, '{"ok": true}') \aset
 \endif
 \if :n >= 72
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[72], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id72, '{"ok": true}') \aset
 \endif
 \if :n >= 73
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[73], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id73, '{"ok": true}') \aset
 \endif
 \if :n >= 74
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[74], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id74, '{"ok": true}') \aset
 \endif
 \if :n >= 75
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[75], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id75, '{"ok": true}') \aset
 \endif
 \if :n >= 76
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[76], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id76, '{"ok": true}') \aset
 \endif
 \if :n >= 77
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[77], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id77, '{"ok": true}') \aset
 \endif
 \if :n >= 78
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[78], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id78, '{"ok": true}') \aset
 \endif
 \if :n >= 79
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[79], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id79, '{"ok": true}') \aset
 \endif
 \if :n >= 80
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[80], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id80, '{"ok": true}') \aset
 \endif
 \if :n >= 81
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[81], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id81, '{"ok": true}') \aset
 \endif
 \if :n >= 82
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[82], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id82, '{"ok": true}') \aset
 \endif
 \if :n >= 83
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[83], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id83, '{"ok": true}') \aset
 \endif
 \if :n >= 84
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[84], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id84, '{"ok": true}') \aset
 \endif
 \if :n >= 85
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[85], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id85, '{"ok": true}') \aset
 \endif
 \if :n >= 86
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[86], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id86, '{"ok": true}') \aset
 \endif
 \if :n >= 87
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[87], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id87, '{"ok": true}') \aset
 \endif
 \if :n >= 88
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[88], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id88, '{"ok": true}') \aset
 \endif
 \if :n >= 89
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[89], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id89, '{"ok": true}') \aset
 \endif
 \if :n >= 90
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[90], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id90, '{"ok": true}') \aset
 \endif
 \if :n >= 91
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[91], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id91, '{"ok": true}') \aset
 \endif
 \if :n >= 92
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[92], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id92, '{"ok": true}') \aset
 \endif
 \if :n >= 93
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[93], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id93, '{"ok": true}') \aset
 \endif
 \if :n >= 94
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[94], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id94, '{"ok": true}') \aset
 \endif
 \if :n >= 95
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[95], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id95, '{"ok": true}') \aset
 \endif
 \if :n >= 96
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[96], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id96, '{"ok": true}') \aset
 \endif
 \if :n >= 97
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[97], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id97, '{"ok": true}') \aset
 \endif
 \if :n >= 98
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[98], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id98, '{"ok": true}') \aset
 \endif
 \if :n >= 99
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[99], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id99, '{"ok": true}') \aset
 \endif
 \if :n >= 100
-SELECT outcome FROM idemjob.complete_attempt((:ids::uuid[])[100], '{"ok": true}') \aset
+SELECT outcome FROM idemjob.complete_attempt(:id100, '{"ok": true}') \aset
 \endif
