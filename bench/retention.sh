@@ -101,7 +101,7 @@ if [ "$W1_SECONDS" -gt 0 ]; then
 		ppid=$!
 		t0=$(date +%s.%N)
 		tps=$(w1 "$c")
-		kill "$ppid" 2>/dev/null; wait "$ppid" 2>/dev/null || true
+		kill "$ppid" 2>/dev/null || true; wait "$ppid" 2>/dev/null || true
 		"${PSQL[@]}" -d $DB -At -c "SELECT count(pg_catalog.pg_cancel_backend(pid)) FROM pg_stat_activity
 			WHERE datname = '$DB' AND query LIKE 'SELECT idemjob.purge%' AND pid <> pg_backend_pid()" >/dev/null
 		t1=$(date +%s.%N)

@@ -41,7 +41,7 @@ PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
 PORT=${BENCH_W7_PORT:-5768}
 WORK=${BENCH_W7_WORK:-/tmp/idemjob-w7-$PORT}
 CLIENTS=${BENCH_W7_CLIENTS:-1 4 8}
-WORKLOADS=${BENCH_W7_WORKLOADS:-floor graphile pgboss idemjob batch_1rt batch_101rt}
+WORKLOADS=${BENCH_W7_WORKLOADS:-floor idemjob batch_101rt graphile batch_1rt pgboss}
 NPM_DIR=${BENCH_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idemjob-bench/npm}
 # pgbench protocol for the peers: the one their node driver uses (Graphile
 # Worker: named prepared statements; pg-boss: unnamed statements, parsed on
@@ -287,7 +287,11 @@ measure() {	# $1 workload, $2 clients, $3 run
 log "N=$N T=${T}s clients: $CLIENTS; idemjob $EXTV; $(nproc) CPUs"
 for c in $CLIENTS; do
 	for r in $(seq 1 "$RUNS"); do
-	for w in $WORKLOADS; do
+	# the order turns by one each run: a workload's place (after the floor,
+	# after pg-boss's heavy run, ...) moves the figures more than 10 %
+	read -ra wl <<<"$WORKLOADS"
+	k=$(( (r - 1) % ${#wl[@]} ))
+	for w in "${wl[@]:k}" "${wl[@]:0:k}"; do
 		# pg-boss is two orders slower (its fetch sorts the queue): one run
 		[ "$w" = pgboss ] && [ "$r" -gt 1 ] && continue
 		measure "$w" "$c" "$r"
