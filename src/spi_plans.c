@@ -11,10 +11,11 @@
  * when statistics change, so a plan made while the tables were empty does
  * not outlive the first ANALYZE.  Every statement is a single-table one
  * keyed by a unique index, so the generic plan is an index scan at any
- * table size.  A plan whose generic form the plan cache would reject for
- * a parameter it cannot see through (claim's LIMIT $n) asks for the
- * generic plan outright (cursor_options): re-planning a statement on
- * every call costs more than running it.
+ * table size.  A statement whose generic plan is the right one but which
+ * the plan cache would keep re-planning (a claim of one job, a CTE whose
+ * generic cost it overestimates) asks for the generic plan outright
+ * (cursor_options): re-planning a statement on every call costs more than
+ * running it.
  *
  * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
  * the unique constraints, not the C code, are what make a second job or a

@@ -117,7 +117,7 @@ trap - EXIT
 reports=$(ls "$dir"/asan.* "$dir"/ubsan.* 2>/dev/null)
 if [ "$mode" = valgrind ]; then
 	# only errors with a frame in idemjob's code
-	reports=$(grep -l -E "idemjob\.so|src/(jobs|attempts|commit|triggers|contracts|validator|idemjob|uuidv7|spi_plans)\.c" "$dir"/valgrind.* 2>/dev/null)
+	reports=$(grep -l -E "idemjob\.so|src/[a-z_0-9]+\.c" "$dir"/valgrind.* 2>/dev/null)
 	echo "valgrind: $(cat "$dir"/valgrind.* 2>/dev/null | grep -c '^==[0-9]*== [A-Z]') error lines in all processes, $(echo -n "$reports" | grep -c .) logs with an idemjob frame"
 fi
 crash=$(grep -E "terminated by signal|TRAP:|PANIC|AddressSanitizer|runtime error:" "$dir/server.log" | head -20)

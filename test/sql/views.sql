@@ -83,18 +83,25 @@ BEGIN
   END LOOP;
 END $$;
 ANALYZE idemjob.jobs, idemjob.attempts;
+-- how each table is read: through an index (plain, bitmap or index-only:
+-- the planner's pick among the indexes depends on statistics) or by a
+-- sequential scan, which must never show up
 CREATE FUNCTION pg_temp.scans(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
   line text;
 BEGIN
   FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-    IF line ~ 'Scan' THEN
-      RETURN NEXT regexp_replace(line, '^[ ->]*', '');
+    IF line ~ 'Bitmap Index Scan' THEN
+      CONTINUE;
+    ELSIF line ~ 'Seq Scan' THEN
+      RETURN NEXT 'sequential scan of ' || substring(line from ' on (\S+)');
+    ELSIF line ~ 'Scan' THEN
+      RETURN NEXT 'index scan of ' || substring(line from ' on (\S+)');
     END IF;
   END LOOP;
 END $$;
-SELECT * FROM pg_temp.scans('SELECT * FROM idemjob.in_doubt');
-SELECT * FROM pg_temp.scans('SELECT * FROM idemjob.queue_stats');
+SELECT DISTINCT s FROM pg_temp.scans('SELECT * FROM idemjob.in_doubt') s ORDER BY 1;
+SELECT DISTINCT s FROM pg_temp.scans('SELECT * FROM idemjob.queue_stats') s ORDER BY 1;
 SELECT count(*) AS in_doubt FROM idemjob.in_doubt WHERE intent LIKE 'bulk%';
 SELECT intent, due, scheduled, running, in_doubt FROM idemjob.queue_stats
  WHERE intent LIKE 'bulk%' ORDER BY intent;
