@@ -64,7 +64,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
  * filter, so that each has an index in claim order: jobs_claim for any
  * intent, jobs_claim_intent for one; several intents filter jobs_claim.
  */
-#define CLAIM_SQL(intent_filter, limit) \
+#define CLAIM_SQL(intent_filter, limit, job_match, order) \
 	"WITH c AS (" \
 	"  SELECT id FROM idemjob.jobs" \
 	"  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state" \
@@ -76,7 +76,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	" j AS (" \
 	"  UPDATE idemjob.jobs t SET attempt_count = t.attempt_count OPERATOR(pg_catalog.+) 1," \
 	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()" \
-	"  WHERE t.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.id FROM c))" \
+	"  WHERE t.id OPERATOR(pg_catalog.=) " job_match \
 	"  RETURNING idemjob.uuid_v7() AS attempt_id, t.id, t.owner_id, t.intent," \
 	"  t.params, t.provider, t.attempt_count, t.version, t.priority, t.run_at)," \
 	" a AS (" \
@@ -86,7 +86,14 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	"  $5, $6, $7 FROM j)" \
 	" SELECT j.attempt_id, j.id, j.owner_id, j.intent, j.params, j.provider," \
 	" j.attempt_count, j.version, $7 FROM j" \
-	" ORDER BY j.priority DESC, j.run_at, j.id"
+	order
+
+/* one job: the UPDATE finds it by a scalar InitPlan, and one row needs no sort */
+#define CLAIM_ONE_JOB(intent_filter) \
+	CLAIM_SQL(intent_filter, "1", "(SELECT c.id FROM c)", "")
+#define CLAIM_BATCH(intent_filter) \
+	CLAIM_SQL(intent_filter, "$4", "ANY (ARRAY(SELECT c.id FROM c))", \
+			  " ORDER BY j.priority DESC, j.run_at, j.id")
 
 /*
  * Two plans for each intent filter.  A claim of one job has LIMIT 1 in its
@@ -108,16 +115,16 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 
 static IjPlan claim_plans[3][2] = {
 	{	/* any intent */
-		{CLAIM_SQL("", "1"), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_SQL("", "$4"), 7, CLAIM_ANY_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(""), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(""), 7, CLAIM_ANY_TYPES, NULL, 0}
 	},
 	{	/* one intent */
-		{CLAIM_SQL(FILTER_ONE, "1"), 7, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_SQL(FILTER_ONE, "$4"), 7, CLAIM_ONE_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(FILTER_ONE), 7, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(FILTER_ONE), 7, CLAIM_ONE_TYPES, NULL, 0}
 	},
 	{	/* several intents */
-		{CLAIM_SQL(FILTER_SOME, "1"), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_SQL(FILTER_SOME, "$4"), 7, CLAIM_ANY_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(FILTER_SOME), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(FILTER_SOME), 7, CLAIM_ANY_TYPES, NULL, 0}
 	}
 };
 
