@@ -5,7 +5,9 @@
  *	  of old final jobs (leaving one spent key each), the spent-key check of
  *	  submit(), key_retention, and purge_race_log().
  *
- * purge() works in two statements inside the caller's transaction.  The
+ * purge() works in two statements inside the caller's transaction (per
+ * chunk of 1,000 jobs with a pause after each when idemjob.purge_pause is
+ * set, so that it leaves the CPU to the application).  The
  * first selects up to max_jobs final jobs completed before now - older_than,
  * oldest first through the partial index jobs_final, and locks them FOR
  * UPDATE SKIP LOCKED: a job another transaction holds (cancel_job, a
@@ -386,8 +388,13 @@ idemjob_purge(PG_FUNCTION_ARGS)
 												  TYPALIGN_CHAR));
 		args[1] = PointerGetDatum(construct_array(shas, n, BYTEAOID,
 												  -1, false, TYPALIGN_INT));
-		purged += ij_exec(&delete_doomed, args, NULL);
+		/* the arrays hold copies: a chunk's rows go before the next */
 		SPI_freetuptable(SPI_tuptable);
+		pfree(ids);
+		pfree(shas);
+		purged += ij_exec(&delete_doomed, args, NULL);
+		pfree(DatumGetPointer(args[0]));
+		pfree(DatumGetPointer(args[1]));
 		if (n < want || purged >= max_jobs)
 			break;
 
