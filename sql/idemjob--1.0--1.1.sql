@@ -221,15 +221,10 @@ SELECT pg_catalog.pg_extension_config_dump('idemjob.capabilities', '');
 -- Guards for raw DML (I8).  Each guard function checks the table and the
 -- event it fires for; attached anywhere else it raises an error.  The
 -- extension's own functions run on a trusted path and skip the checks.
--- UPDATE of jobs and attempts is checked AFTER the row is written and only
--- off the trusted path (the WHEN clause): a BEFORE UPDATE row trigger makes
--- PostgreSQL lock, and WAL-log, every row it guards, which would cost each
--- legitimate call a record.
+-- UPDATE of jobs and attempts is checked AFTER the row is written: a
+-- BEFORE UPDATE row trigger makes PostgreSQL lock, and WAL-log, every row
+-- it guards, which would cost each legitimate call a record.
 --
-CREATE FUNCTION idemjob.trusted_path()
-RETURNS pg_catalog.bool
-AS 'MODULE_PATHNAME', 'idemjob_trusted_path'
-LANGUAGE C VOLATILE;
 
 CREATE FUNCTION idemjob.race_log_guard()
 RETURNS trigger
@@ -447,7 +442,6 @@ GROUP BY j.intent, a.provider;
 -- Nothing for PUBLIC but validate() and uuid_v7(); grant_capability()
 -- gives each role what one capability needs.
 --
-REVOKE ALL ON FUNCTION idemjob.trusted_path() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idemjob.race_log_guard() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idemjob.contracts_guard() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idemjob.certifications_guard() FROM PUBLIC;

@@ -52,7 +52,6 @@
 PG_FUNCTION_INFO_V1(idemjob_grant_capability);
 PG_FUNCTION_INFO_V1(idemjob_revoke_capability);
 PG_FUNCTION_INFO_V1(idemjob_owner_visible);
-PG_FUNCTION_INFO_V1(idemjob_trusted_path);
 
 char	   *idemjob_owner_binding = NULL;
 
@@ -127,16 +126,6 @@ Oid
 ij_caller(void)
 {
 	return switch_depth > 0 ? saved_user[0] : GetUserId();
-}
-
-/*
- * idemjob.trusted_path(): true while one of the extension's functions
- * changes its tables.  The WHEN clause of the update guards.
- */
-Datum
-idemjob_trusted_path(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(idemjob_trusted_depth > 0);
 }
 
 /*

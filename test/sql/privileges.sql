@@ -76,8 +76,7 @@ INSERT INTO contract_matrix VALUES
 	-- internal: the views' row filter (a view calls it with the reader's
 	-- rights, so readers of the views need it; it reads nothing)
 	('idemjob.owner_visible(text)', 'o a'),
-	-- internal: trigger functions and the guards' WHEN clause
-	('idemjob.trusted_path()', ''),
+	-- internal: trigger functions
 	('idemjob.jobs_guard()', ''),
 	('idemjob.attempts_guard()', ''),
 	('idemjob.truncate_guard()', ''),
@@ -177,7 +176,6 @@ INSERT INTO calls VALUES
 	('grant_capability', $$SELECT idemjob.grant_capability('r_none', 'client')$$),
 	('revoke_capability', $$SELECT idemjob.revoke_capability('r_client', 'client')$$),
 	('owner_visible', $$SELECT idemjob.owner_visible('priv-o')$$),
-	('trusted_path', $$SELECT idemjob.trusted_path()$$),
 	('jobs_guard', $$SELECT idemjob.jobs_guard()$$),
 	('attempts_guard', $$SELECT idemjob.attempts_guard()$$),
 	('truncate_guard', $$SELECT idemjob.truncate_guard()$$),
