@@ -55,8 +55,7 @@ PG_FUNCTION_INFO_V1(idemjob_expire_attempts);
  */
 static IjPlan start_fast_insert = {
 	"WITH j AS ("
-	"  UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
-	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
+	"  UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	"  WHERE id OPERATOR(pg_catalog.=) $2"
 	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
 	"  AND ($3::pg_catalog.text IS NULL OR provider OPERATOR(pg_catalog.=) $3)"
@@ -75,8 +74,7 @@ static IjPlan start_lock_job = {
 };
 
 static IjPlan start_locked = {
-	"UPDATE idemjob.jobs SET attempt_count = attempt_count OPERATOR(pg_catalog.+) 1,"
-	" state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
+	"UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING owner_id, provider, version, attempt_count",
 	1, {UUIDOID}, NULL, 0

@@ -74,8 +74,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	"  ORDER BY priority DESC, run_at, id" \
 	"  LIMIT " limit " FOR UPDATE SKIP LOCKED)," \
 	" j AS (" \
-	"  UPDATE idemjob.jobs t SET attempt_count = t.attempt_count OPERATOR(pg_catalog.+) 1," \
-	"  state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()" \
+	"  UPDATE idemjob.jobs t SET" IJ_JOB_STARTS_SET \
 	"  WHERE t.id OPERATOR(pg_catalog.=) " job_match \
 	"  RETURNING idemjob.uuid_v7() AS attempt_id, t.id, t.owner_id, t.intent," \
 	"  t.params, t.provider, t.attempt_count, t.version, t.priority, t.run_at)," \

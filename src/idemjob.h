@@ -112,6 +112,14 @@ extern int	ij_errfields(const char *table, const char *kv);
 extern char *ij_iso_utc(TimestampTz ts);
 extern int	ij_retry_after(bool has_deadline, TimestampTz deadline);
 
+/*
+ * The SET list that starts an attempt on a job (start_attempt's two paths
+ * and claim): one more attempt, running, touched now.
+ */
+#define IJ_JOB_STARTS_SET \
+	" attempt_count = attempt_count OPERATOR(pg_catalog.+) 1," \
+	" state = 'running'::idemjob.job_state, updated_at = pg_catalog.now()"
+
 /* attempts.c: an attempt row locked FOR UPDATE */
 typedef struct IjAttempt
 {
