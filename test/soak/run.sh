@@ -157,6 +157,13 @@ for p in dup0 dup50 dup90 dup99 hot work work_purge mixed_rc mixed_ser; do
 	fi
 done
 
+# and the purge phase must have purged (the purge checks need spent keys)
+sk=$($PSQL -At -d "$db" -c "SELECT count(*) FROM idemjob.spent_keys")
+if [ "$sk" -lt 1 ]; then
+	echo "phase work_purge purged no job" >&2
+	fail=1
+fi
+
 $PSQL -d "$db" -f "$here/check.sql" >"$work/check.out"
 awk '
 	/^FIGURES$/ { sec = "f"; print "figures:"; next }
