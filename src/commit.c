@@ -72,32 +72,30 @@ static IjPlan cas = {
  * unless the job's intent has a contract whose check must come first ($3:
  * the intents that have one, from the contract cache).  $1 attempt, $2
  * result.  The attempt's job and read version reach the job's UPDATE as
- * InitPlans (index conditions, no join).  No row: nothing was written (the
- * attempt may be locked), and the full path decides.  Under READ
+ * one InitPlan (a row comparison, planned as two index conditions); the
+ * attempt's own update joins the CAS's row.  No row: nothing was written
+ * (the attempt may be locked), and the full path decides.  Under READ
  * COMMITTED a concurrent change of the attempt or the job is re-checked
  * after the lock wait (EvalPlanQual), as in the full path.
  */
 static IjPlan complete_fast = {
-	"WITH a AS ("
-	"  SELECT job_id, read_version FROM idemjob.attempts"
-	"  WHERE id OPERATOR(pg_catalog.=) $1"
-	"  AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
-	"  FOR UPDATE),"
-	" cas AS ("
+	"WITH cas AS ("
 	"  UPDATE idemjob.jobs SET state = 'succeeded'::idemjob.job_state,"
 	"  result = $2, completed_by = $1,"
 	"  version = version OPERATOR(pg_catalog.+) 1,"
 	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-	"  WHERE id OPERATOR(pg_catalog.=) (SELECT a.job_id FROM a)"
-	"  AND version OPERATOR(pg_catalog.=) (SELECT a.read_version FROM a)"
+	"  WHERE (id, version) OPERATOR(pg_catalog.=) ("
+	"    SELECT job_id, read_version FROM idemjob.attempts"
+	"    WHERE id OPERATOR(pg_catalog.=) $1"
+	"    AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
+	"    FOR UPDATE)"
 	"  AND completed_by IS NULL"
 	"  AND intent OPERATOR(pg_catalog.<>) ALL ($3)"
-	"  RETURNING version, id, owner_id),"
-	" u AS ("
-	"  UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
-	"  finished_at = pg_catalog.now()"
-	"  WHERE id OPERATOR(pg_catalog.=) $1 AND EXISTS (SELECT FROM cas))"
-	" SELECT version, id, owner_id FROM cas",
+	"  RETURNING version, id, owner_id)"
+	" UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
+	" finished_at = pg_catalog.now()"
+	" FROM cas WHERE attempts.id OPERATOR(pg_catalog.=) $1"
+	" RETURNING cas.version, cas.id, cas.owner_id",
 	3, {UUIDOID, JSONBOID, TEXTARRAYOID}, NULL, 0
 };
 
