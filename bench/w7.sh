@@ -16,6 +16,9 @@
 #   idemjob/nn   the same with ALTER DATABASE ... SET idemjob.notify = off
 #   batch/1rt    workloads/idemjob/claim_batch.sql: claim 100 and complete
 #                each in ONE statement (one round trip, one transaction)
+#   batch/tx     workloads/idemjob/claim_batch_tx.sql: claim 100 (one
+#                transaction), then 100 complete_attempt calls pipelined in
+#                one transaction
 #   batch/101rt  workloads/idemjob/claim_batch_rt.sql: claim 100, then 100
 #                complete_attempt calls, each its own round trip/transaction
 #   graphile     Graphile Worker's own get_job then complete_job SQL, and
@@ -41,7 +44,7 @@ PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
 PORT=${BENCH_W7_PORT:-5768}
 WORK=${BENCH_W7_WORK:-/tmp/idemjob-w7-$PORT}
 CLIENTS=${BENCH_W7_CLIENTS:-1 4 8}
-WORKLOADS=${BENCH_W7_WORKLOADS:-floor idemjob batch_101rt graphile batch_1rt pgboss}
+WORKLOADS=${BENCH_W7_WORKLOADS:-floor idemjob batch_101rt graphile batch_tx batch_1rt pgboss}
 NPM_DIR=${BENCH_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idemjob-bench/npm}
 # pgbench protocol for the peers: the one their node driver uses (Graphile
 # Worker: named prepared statements; pg-boss: unnamed statements, parsed on
@@ -203,6 +206,7 @@ measure() {	# $1 workload, $2 clients, $3 run
 		idemjob|idemjob_nonotify) script=idemjob/claim_one.sql ;;
 		batch_1rt) script=idemjob/claim_batch.sql ;;
 		batch_101rt) script=idemjob/claim_batch_rt.sql ;;
+		batch_tx) script=idemjob/claim_batch_tx.sql ;;
 		graphile|pgboss) impl=$w; tmpl=w7_tmpl_$w; script="$GEN/${w}_claim_one.sql" ;;
 	esac
 	q postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db TEMPLATE $tmpl"
@@ -341,10 +345,14 @@ PY
 	echo
 	echo "Workloads: floor = bench/workloads/floor/claim_one.sql; idemjob = idemjob/claim_one.sql"
 	echo "(claim('w', NULL, 1), complete_attempt: 2 round trips per job); idemjob_nonotify = the same with"
-	echo "idemjob.notify = off for the database; batch_1rt = idemjob/claim_batch.sql (claim 100 and"
-	echo "complete each in ONE statement: one round trip and one transaction per 100 jobs, which a worker"
-	echo "calling a provider in between cannot do); batch_101rt = idemjob/claim_batch_rt.sql (claim 100,"
-	echo "then 100 complete_attempt calls, 101 round trips and transactions per 100 jobs)."
+	echo "idemjob.notify = off for the database. Batches of claim(max_jobs => 100), every job with its"
+	echo "own attempt and its own complete_attempt (its own compare-and-swap):"
+	echo "batch_101rt = idemjob/claim_batch_rt.sql (then 100 complete_attempt calls, each its own round"
+	echo "trip and transaction: a worker that reports each result as it comes);"
+	echo "batch_tx = idemjob/claim_batch_tx.sql (then the 100 complete_attempt calls pipelined in one"
+	echo "transaction: a worker that reports the batch's results together, as from a provider's batch API);"
+	echo "batch_1rt = idemjob/claim_batch.sql (claim and the 100 complete_attempt calls in ONE statement,"
+	echo "one round trip and one transaction per 100 jobs: the ceiling, no provider call in between)."
 	if has_w graphile || has_w pgboss; then
 		echo
 		echo "Peers, each on its own database holding only its schema, N jobs for one task/queue 'w7',"
