@@ -77,7 +77,7 @@ ALTER TABLE floor.attempts SET (fillfactor = 90);
 
 CREATE UNIQUE INDEX attempts_one_in_doubt
 	ON floor.attempts (job_id)
-	WHERE state IN ('started', 'unknown');
+	WHERE state = ANY ('{started,unknown}'::floor.attempt_state[]);
 
 CREATE INDEX attempts_started_deadline
 	ON floor.attempts (deadline)
@@ -93,7 +93,7 @@ CREATE INDEX jobs_claim
 
 CREATE INDEX jobs_active
 	ON floor.jobs (intent, state, run_at)
-	WHERE state IN ('pending', 'running', 'in_doubt');
+	WHERE state = ANY ('{pending,running,in_doubt}'::floor.job_state[]);
 
 CREATE INDEX jobs_claim_intent
 	ON floor.jobs (intent, priority DESC, run_at, id)
@@ -101,7 +101,7 @@ CREATE INDEX jobs_claim_intent
 
 CREATE INDEX jobs_final
 	ON floor.jobs (completed_at)
-	WHERE state IN ('succeeded', 'failed', 'cancelled');
+	WHERE state = ANY ('{succeeded,failed,cancelled}'::floor.job_state[]);
 
 CREATE TABLE floor.race_log (
 	logged_at			timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -117,7 +117,7 @@ CREATE TABLE floor.race_log (
 	late_by				interval,
 	provider			text COLLATE "C" NOT NULL,
 	CONSTRAINT race_log_reason_check
-		CHECK (reason IN ('slot_taken', 'version_moved'))
+		CHECK (reason = ANY ('{slot_taken,version_moved}'::text[]))
 );
 CREATE INDEX race_log_job_id ON floor.race_log (job_id);
 CREATE UNIQUE INDEX race_log_attempt_id ON floor.race_log (attempt_id);

@@ -49,7 +49,7 @@ def med(xs):
 
 
 # median TPS and latency per (sync, workload, impl, variant, clients)
-pts = defaultdict(lambda: {'tps': [], 'lat': [], 'wal': [], 'txns': [], 'rc': []})
+pts = defaultdict(lambda: {'tps': [], 'lat': [], 'wal': [], 'txns': [], 'rc': [], 'cpu': []})
 for r in runs:
     if r['phase'] != 'matrix':
         continue
@@ -61,6 +61,8 @@ for r in runs:
         p['lat'].append(float(r['lat_ms']))
         if int(r['txns']) > 0:
             p['wal'].append(int(r['wal_bytes']) / int(r['txns']))
+            if r.get('cpu_us') not in (None, ''):
+                p['cpu'].append(int(r['cpu_us']) / int(r['txns']))
 
 
 def point(sync, wl, impl, variant, c, what='tps'):
@@ -72,20 +74,23 @@ def point(sync, wl, impl, variant, c, what='tps'):
 per_run = {}
 for r in runs:
     if r['phase'] == 'matrix' and int(r['rc']) == 0:
+        cpu = None
+        if r.get('cpu_us') not in (None, '') and int(r['txns']) > 0:
+            cpu = int(r['cpu_us']) / int(r['txns'])
         per_run[(r['sync'], r['workload'], r['impl'], r['variant'], int(r['clients']), r['run'])] = \
-            (float(r['tps']), float(r['lat_ms']))
+            (float(r['tps']), float(r['lat_ms']), cpu)
 
 
 def paired(sync, wl, a, b, c, what='tps'):
     """Median over runs of a's figure / b's figure in the same run: the
     implementations ran back to back, so this cancels slow drifts in the
     load other work puts on the machine better than a ratio of medians."""
-    i = 0 if what == 'tps' else 1
+    i = {'tps': 0, 'lat': 1, 'cpu': 2}[what]
     rs = []
     for (s, w, impl, v, cc, run), val in per_run.items():
         if (s, w, impl, v, cc) == (sync, wl, a[0], a[1], c):
             other = per_run.get((sync, wl, b[0], b[1], c, run))
-            if other and other[i] > 0:
+            if other and val[i] is not None and other[i]:
                 rs.append(val[i] / other[i])
     return med(rs)
 
@@ -159,6 +164,11 @@ for wl, goal in (('W1', 0.9), ('W2', 0.9), ('W3', 0.85), ('W4', 0.85)):
     ir_txt = f'; instructions floor / idemjob {ir_f / ir_i:.2f}' if ir_i and ir_f else ''
     target(f'{wl} TPS idemjob / floor', paired(ts, wl, ('idemjob', '-'), ('floor', '-'), target_c), goal, '>=',
            f'median TPS {f_num(a)} vs {f_num(b)}; ratio of medians {f_num(ratio(a, b), "{:.2f}")}{ir_txt}')
+for wl in ('W1', 'W2', 'W3'):
+    a, b = point(ts, wl, 'idemjob', '-', target_c, 'cpu'), point(ts, wl, 'floor', '-', target_c, 'cpu')
+    target(f'{wl} server CPU per call idemjob / floor', paired(ts, wl, ('idemjob', '-'), ('floor', '-'), target_c, 'cpu'),
+           1.10, '<=', f'median µs per call (W3: per job of three calls) {f_num(a)} vs {f_num(b)}; '
+           f'ratio of medians {f_num(ratio(a, b), "{:.2f}")}')
 for wl in ('W1', 'W2'):
     a, b = point(ts, wl, 'idemjob', '-', target_c), point(ts, wl, 'graphile', '-', target_c)
     target(f'{wl} TPS idemjob / Graphile Worker add_job',
@@ -304,6 +314,23 @@ for wl in ('W1', 'W2', 'W3', 'W4'):
         vals = [point(s, wl, i, '-', target_c, 'wal') for i in ('floor', 'idemjob', 'graphile')]
         w(f'| {wl} | {s} | ' + ' | '.join(f_num(v) for v in vals) + ' |')
 w('')
+
+if any(p['cpu'] for p in pts.values()):
+    w('Server CPU per call in the throughput runs (µs: utime + stime of every server process over the run, '
+      'from /proc, autovacuum and the WAL writer included, divided by the calls; W3 and W4: per job). '
+      'idemjob / floor is the median over runs of the ratio within one run:')
+    w('')
+    w('| workload | sync | clients | floor µs | idemjob µs | idemjob / floor |')
+    w('|---|---|---|---|---|---|')
+    for wl in ('W1', 'W2', 'W3', 'W4'):
+        for s in syncs:
+            for c in clients:
+                fl, ij = point(s, wl, 'floor', '-', c, 'cpu'), point(s, wl, 'idemjob', '-', c, 'cpu')
+                if fl is None and ij is None:
+                    continue
+                pr = paired(s, wl, ('idemjob', '-'), ('floor', '-'), c, 'cpu')
+                w(f'| {wl} | {s} | {c} | {f_num(fl)} | {f_num(ij)} | {f_num(pr, "{:.2f}")} |')
+    w('')
 
 # ---------------------------------------------------------------- instructions
 w('## Instructions per call (callgrind)')
