@@ -64,16 +64,16 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
  * filter, so that each has an index in claim order: jobs_claim for any
  * intent, jobs_claim_intent for one; several intents filter jobs_claim.
  */
-#define CLAIM_SQL(intent_filter, limit, job_match, order) \
-	"WITH c AS (" \
-	"  SELECT id FROM idemjob.jobs" \
+#define CLAIM_PICK(intent_filter, limit) \
+	"SELECT id FROM idemjob.jobs" \
 	"  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state" \
 	"  AND run_at OPERATOR(pg_catalog.<=) $1" \
 	intent_filter \
 	"  AND ($3::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $3)" \
 	"  ORDER BY priority DESC, run_at, id" \
-	"  LIMIT " limit " FOR UPDATE SKIP LOCKED)," \
-	" j AS (" \
+	"  LIMIT " limit " FOR UPDATE SKIP LOCKED"
+#define CLAIM_SQL(job_match, order) \
+	"WITH j AS (" \
 	"  UPDATE idemjob.jobs t SET" IJ_JOB_STARTS_SET \
 	"  WHERE t.id OPERATOR(pg_catalog.=) " job_match \
 	"  RETURNING idemjob.uuid_v7() AS attempt_id, t.id, t.owner_id, t.intent," \
@@ -87,11 +87,15 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	" j.attempt_count, j.version, $7 FROM j" \
 	order
 
-/* one job: the UPDATE finds it by a scalar InitPlan, and one row needs no sort */
+/*
+ * The jobs are picked and locked by a sub-select of the UPDATE (an
+ * InitPlan, as in the floor's claim): one job by a scalar sub-select, and
+ * one row needs no sort; a batch by ARRAY(sub-select).
+ */
 #define CLAIM_ONE_JOB(intent_filter) \
-	CLAIM_SQL(intent_filter, "1", "(SELECT c.id FROM c)", "")
+	CLAIM_SQL("(" CLAIM_PICK(intent_filter, "1") ")", "")
 #define CLAIM_BATCH(intent_filter) \
-	CLAIM_SQL(intent_filter, "$4", "ANY (ARRAY(SELECT c.id FROM c))", \
+	CLAIM_SQL("ANY (ARRAY(" CLAIM_PICK(intent_filter, "$4") "))", \
 			  " ORDER BY j.priority DESC, j.run_at, j.id")
 
 /*
