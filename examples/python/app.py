@@ -133,3 +133,49 @@ class Worker:
                 if not self.try_failover(job_id, params):
                     self.failover.append((job_id, params))
         return len(claimed)
+
+    def batch_step(self, max_jobs=100, wait="1s", before_report=None):
+        """Claim up to max_jobs jobs, run them side by side, and report the
+        results together: one statement over two arrays, one complete_attempt
+        per job (each its own compare-and-swap and answer), one transaction.
+        If one call errors (IJ005: someone failed that attempt meanwhile),
+        nothing of the batch is written and the results go one by one; if the
+        connection drops, resending the same batch gives the same answers.
+        before_report(attempt_ids) runs between the provider calls and the
+        report (the scenario fails one attempt there)."""
+        claimed = self.conn.execute(
+            "SELECT attempt_id, provider, params FROM idemjob.claim(%s, max_jobs => %s,"
+            " wait => %s, timeout => '30s')", (self.name, max_jobs, wait)).fetchall()
+        running = [(a, self.pool.submit(self.providers[p], params)) for a, p, params in claimed]
+        results = []
+        for attempt_id, fut in running:
+            try:
+                results.append((attempt_id, fut.result()))
+            except Exception as exc:                       # a definite failure
+                self.call("SELECT state FROM idemjob.fail_attempt(%s, %s, true)",
+                          attempt_id, Jsonb({"code": "provider_error", "message": str(exc)}))
+        if before_report:
+            before_report([a for a, _ in results])
+        outcomes = {}
+        if results:
+            try:
+                outcomes = dict(self.conn.execute(
+                    "SELECT r.attempt_id, c.outcome"
+                    " FROM unnest(%s::uuid[], %s::jsonb[]) AS r(attempt_id, result),"
+                    " LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c",
+                    ([a for a, _ in results], [Jsonb(r) for _, r in results])).fetchall())
+            except psycopg.Error as e:
+                if e.sqlstate is None:                     # in doubt: resend the same batch
+                    raise
+                for attempt_id, result in results:
+                    try:
+                        outcomes[attempt_id] = self.call(
+                            "SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
+                            attempt_id, Jsonb(result))[0]
+                    except psycopg.Error as e1:
+                        if e1.sqlstate is None:
+                            raise
+                        outcomes[attempt_id] = e1.sqlstate
+        self.emit({"event": "batch", "claimed": len(claimed),
+                   "outcomes": [outcomes.get(a) for a, _ in results]})
+        return len(claimed)

@@ -87,4 +87,30 @@ emit({"check": "late", "job_id": late_job, "attempt_id": late.get("attempt_id"),
       "outcome": late.get("outcome")})
 status, _, body = handle(client, "GET", "/jobs/" + late_job, owner)
 emit({"check": "late_job", "status": status, **body})
+# a batch: 20 jobs claimed in one call, run side by side, reported in one statement
+batch_ids = [handle(client, "POST", "/jobs", owner, "batch-%d" % i,
+                    {"intent": "ex.charge", "params": {"amount": 100 + i}}, "0s")[2]["job_id"]
+             for i in range(20)]
+claimed = worker.batch_step(max_jobs=100, wait="0s")
+batch = next((e for e in events if e["event"] == "batch"), {})
+emit({"check": "batch", "claimed": claimed, "job_ids": batch_ids, "outcomes": batch.get("outcomes")})
+
+# a batch in which one attempt was failed meanwhile: the statement errors
+# (IJ005), nothing of it is written, the results go one by one
+for i in range(5):
+    handle(client, "POST", "/jobs", owner, "batch2-%d" % i,
+           {"intent": "ex.charge", "params": {"amount": 200 + i}}, "0s")
+failed_meanwhile = []
+
+
+def fail_one(attempt_ids):
+    failed_meanwhile.append(str(attempt_ids[0]))
+    admin.execute("SELECT idemjob.fail_attempt(%s, '{\"code\": \"operator\"}', false)",
+                  (attempt_ids[0],))
+
+
+claimed = worker.batch_step(max_jobs=100, wait="0s", before_report=fail_one)
+batch = [e for e in events if e["event"] == "batch"][-1]
+emit({"check": "batch_fallback", "claimed": claimed, "failed": failed_meanwhile,
+      "outcomes": batch.get("outcomes")})
 worker.pool.shutdown()
