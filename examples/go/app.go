@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgconn"
+	"github.com/jackc/pgtype"
 	"github.com/jackc/pgx/v4"
 )
 
@@ -215,4 +216,93 @@ func (w *Worker) Step(wait string) error {
 		}
 	}
 	return w.failoverAll(failed)
+}
+
+// BatchStep claims up to maxJobs jobs, runs them side by side, and reports
+// the results together: one statement over two arrays, one complete_attempt
+// per job (each its own compare-and-swap and answer), one transaction. If
+// one call errors (IJ005: someone failed that attempt meanwhile), nothing
+// of the batch is written and the results go one by one; if the connection
+// drops, resending the same batch gives the same answers. beforeReport
+// (attempt ids) runs between the provider calls and the report.
+func (w *Worker) BatchStep(maxJobs int, wait string, beforeReport func([]string) error) (int, error) {
+	rows, err := w.DB.Query(ctx, "SELECT attempt_id, provider, params FROM idemjob.claim($1, max_jobs => $2, wait => $3, timeout => '30s')",
+		w.Name, maxJobs, wait)
+	var claimed []job
+	for err == nil && rows.Next() {
+		var j job
+		err = rows.Scan(&j.attemptID, &j.provider, &j.params)
+		claimed = append(claimed, j)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	rows.Close()
+	if err != nil {
+		return 0, err
+	}
+	for i := range claimed { // side by side
+		j := &claimed[i]
+		j.ch = make(chan answer, 1)
+		go func() { r, e := w.Providers[j.provider](j.params); j.ch <- answer{r, e} }()
+	}
+	var ids, results []string
+	for _, j := range claimed {
+		if a := <-j.ch; a.err != nil { // a definite failure
+			if err := w.exec("SELECT idemjob.fail_attempt($1, $2, true)", j.attemptID,
+				js(M{"code": "provider_error", "message": a.err.Error()})); err != nil {
+				return 0, err
+			}
+		} else {
+			ids, results = append(ids, j.attemptID), append(results, js(a.result))
+		}
+	}
+	if beforeReport != nil {
+		if err := beforeReport(ids); err != nil {
+			return 0, err
+		}
+	}
+	outcomes := map[string]string{}
+	if len(ids) > 0 {
+		var idArr, resArr pgtype.TextArray // the simple protocol sends them as array literals
+		if err := idArr.Set(ids); err != nil {
+			return 0, err
+		}
+		if err := resArr.Set(results); err != nil {
+			return 0, err
+		}
+		rows, err = w.DB.Query(ctx, "SELECT r.attempt_id::text, c.outcome"+
+			" FROM unnest($1::text[]::uuid[], $2::text[]::jsonb[]) AS r(attempt_id, result),"+
+			" LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c", &idArr, &resArr)
+		for err == nil && rows.Next() {
+			var a, o string
+			err = rows.Scan(&a, &o)
+			outcomes[a] = o
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+		var pgErr *pgconn.PgError
+		if err != nil && !errors.As(err, &pgErr) { // in doubt: resend the same batch
+			return 0, err
+		}
+		if err != nil { // one call failed: nothing of the batch was written
+			for i, a := range ids {
+				var o string
+				if e := w.DB.QueryRow(ctx, "SELECT outcome FROM idemjob.complete_attempt($1, $2)", a, results[i]).Scan(&o); errors.As(e, &pgErr) {
+					o = pgErr.Code
+				} else if e != nil {
+					return 0, e
+				}
+				outcomes[a] = o
+			}
+		}
+	}
+	out := make([]string, len(ids))
+	for i, a := range ids {
+		out[i] = outcomes[a]
+	}
+	w.Emit(M{"event": "batch", "claimed": len(claimed), "outcomes": out})
+	return len(claimed), nil
 }

@@ -121,4 +121,38 @@ func main() {
 	status, _, body = Handle(client, "GET", fmt.Sprintf("/jobs/%v", lateJob), owner, "", nil, "2s")
 	body["check"], body["status"] = "late_job", status
 	emit(body)
+
+	// a batch: 20 jobs claimed in one call, run side by side, reported in one statement
+	var batchIDs []any
+	for i := 0; i < 20; i++ {
+		_, _, body = Handle(client, "POST", "/jobs", owner, fmt.Sprintf("batch-%d", i), charge(100+i, ""), "0s")
+		batchIDs = append(batchIDs, body["job_id"])
+	}
+	claimed, err := w.BatchStep(100, "0s", nil)
+	must(err)
+	emit(M{"check": "batch", "claimed": claimed, "job_ids": batchIDs, "outcomes": last(events, "batch")["outcomes"]})
+
+	// a batch in which one attempt was failed meanwhile: the statement errors
+	// (IJ005), nothing of it is written, the results go one by one
+	for i := 0; i < 5; i++ {
+		Handle(client, "POST", "/jobs", owner, fmt.Sprintf("batch2-%d", i), charge(200+i, ""), "0s")
+	}
+	var failedMeanwhile []string
+	claimed, err = w.BatchStep(100, "0s", func(ids []string) error {
+		failedMeanwhile = append(failedMeanwhile, ids[0])
+		_, err := admin.Exec(ctx, `SELECT idemjob.fail_attempt($1, '{"code": "operator"}', false)`, ids[0])
+		return err
+	})
+	must(err)
+	emit(M{"check": "batch_fallback", "claimed": claimed, "failed": failedMeanwhile, "outcomes": last(events, "batch")["outcomes"]})
+}
+
+// last returns the last event of that name
+func last(events []M, name string) M {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i]["event"] == name {
+			return events[i]
+		}
+	}
+	return M{}
 }

@@ -138,6 +138,53 @@ class Worker {
     }
     return rows.length;
   }
+
+  // Claim up to maxJobs jobs, run them side by side, and report the results
+  // together: one statement over two arrays, one complete_attempt per job
+  // (each its own compare-and-swap and answer), one transaction.  If one
+  // call errors (IJ005: someone failed that attempt meanwhile), nothing of
+  // the batch is written and the results go one by one; if the connection
+  // drops, resending the same batch gives the same answers.  beforeReport
+  // (attemptIds) runs between the provider calls and the report.
+  async batchStep(maxJobs = 100, wait = '1s', beforeReport = null) {
+    const { rows } = await this.db.query(
+      "SELECT attempt_id, provider, params FROM idemjob.claim($1, max_jobs => $2, wait => $3, timeout => '30s')",
+      [this.name, maxJobs, wait]);
+    const settled = await Promise.allSettled(
+      rows.map((r) => Promise.resolve().then(() => this.providers[r.provider](r.params))));
+    const results = [];
+    for (let i = 0; i < rows.length; i++) {
+      if (settled[i].status === 'fulfilled') {
+        results.push([rows[i].attempt_id, JSON.stringify(settled[i].value)]);
+      } else {                                   // a definite failure
+        await this.one('SELECT state FROM idemjob.fail_attempt($1, $2, true)',
+          [rows[i].attempt_id, JSON.stringify({ code: 'provider_error', message: String(settled[i].reason.message) })]);
+      }
+    }
+    if (beforeReport) await beforeReport(results.map(([a]) => a));
+    const outcomes = new Map();
+    if (results.length > 0) {
+      try {
+        const done = await this.db.query(
+          'SELECT r.attempt_id, c.outcome FROM unnest($1::uuid[], $2::jsonb[]) AS r(attempt_id, result),'
+          + ' LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c',
+          [results.map(([a]) => a), results.map(([, v]) => v)]);
+        for (const r of done.rows) outcomes.set(r.attempt_id, r.outcome);
+      } catch (e) {
+        if (!e.code) throw e;                    // in doubt: resend the same batch
+        for (const [a, v] of results) {
+          try {
+            outcomes.set(a, (await this.one('SELECT outcome FROM idemjob.complete_attempt($1, $2)', [a, v])).outcome);
+          } catch (e1) {
+            if (!e1.code) throw e1;
+            outcomes.set(a, e1.code);
+          }
+        }
+      }
+    }
+    this.emit({ event: 'batch', claimed: rows.length, outcomes: results.map(([a]) => outcomes.get(a)) });
+    return rows.length;
+  }
 }
 
 module.exports = { connect, handle, httpError, Worker };

@@ -78,6 +78,31 @@ async function main() {
   emit({ check: 'late', job_id: lateJob, attempt_id: late.attempt_id, outcome: late.outcome });
   [status, , body] = await handle(client, 'GET', `/jobs/${lateJob}`, owner);
   emit({ check: 'late_job', status, ...body });
+
+  // a batch: 20 jobs claimed in one call, run side by side, reported in one statement
+  const batchIds = [];
+  for (let i = 0; i < 20; i++) {
+    [, , body] = await handle(client, 'POST', '/jobs', owner, `batch-${i}`,
+      { intent: 'ex.charge', params: { amount: 100 + i } }, '0s');
+    batchIds.push(body.job_id);
+  }
+  let claimed = await worker.batchStep(100, '0s');
+  let batch = events.filter((e) => e.event === 'batch').pop() || {};
+  emit({ check: 'batch', claimed, job_ids: batchIds, outcomes: batch.outcomes });
+
+  // a batch in which one attempt was failed meanwhile: the statement errors
+  // (IJ005), nothing of it is written, the results go one by one
+  for (let i = 0; i < 5; i++) {
+    await handle(client, 'POST', '/jobs', owner, `batch2-${i}`,
+      { intent: 'ex.charge', params: { amount: 200 + i } }, '0s');
+  }
+  const failedMeanwhile = [];
+  claimed = await worker.batchStep(100, '0s', async (attemptIds) => {
+    failedMeanwhile.push(attemptIds[0]);
+    await admin.query(`SELECT idemjob.fail_attempt($1, '{"code": "operator"}', false)`, [attemptIds[0]]);
+  });
+  batch = events.filter((e) => e.event === 'batch').pop() || {};
+  emit({ check: 'batch_fallback', claimed, failed: failedMeanwhile, outcomes: batch.outcomes });
   for (const c of [client, admin, worker.db, ...conns]) await c.end();
 }
 
