@@ -44,6 +44,13 @@
 
 PG_FUNCTION_INFO_V1(idemjob_complete_attempt);
 
+/* what the winning compare-and-swap writes on the job: one list, two plans */
+#define JOB_WON_SET(result, attempt) \
+	" state = 'succeeded'::idemjob.job_state," \
+	" result = " result ", completed_by = " attempt "," \
+	" version = version OPERATOR(pg_catalog.+) 1," \
+	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+
 /*
  * The compare-and-swap, and the winner's own update in the same statement
  * (one executor start instead of two).  The attempt row is already locked
@@ -51,10 +58,7 @@ PG_FUNCTION_INFO_V1(idemjob_complete_attempt);
  */
 static IjPlan cas = {
 	"WITH cas AS ("
-	"  UPDATE idemjob.jobs SET state = 'succeeded'::idemjob.job_state,"
-	"  result = $3, completed_by = $4,"
-	"  version = version OPERATOR(pg_catalog.+) 1,"
-	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	"  UPDATE idemjob.jobs SET" JOB_WON_SET("$3", "$4")
 	"  WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
 	"  AND completed_by IS NULL"
 	"  RETURNING version)"
@@ -80,10 +84,7 @@ static IjPlan cas = {
  */
 static IjPlan complete_fast = {
 	"WITH cas AS ("
-	"  UPDATE idemjob.jobs SET state = 'succeeded'::idemjob.job_state,"
-	"  result = $2, completed_by = $1,"
-	"  version = version OPERATOR(pg_catalog.+) 1,"
-	"  completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+	"  UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
 	"  WHERE (id, version) OPERATOR(pg_catalog.=) ("
 	"    SELECT job_id, read_version FROM idemjob.attempts"
 	"    WHERE id OPERATOR(pg_catalog.=) $1"
