@@ -70,7 +70,7 @@ static IjPlan cas = {
 };
 
 /*
- * The common path as one statement, the shape of the CAS below with the
+ * The common path as one statement, the shape of the CAS above with the
  * attempt's lock in front: lock the attempt if it may still win (started,
  * unknown, cancelled) and run the compare-and-swap on the job it read,
  * unless the job's intent has a contract whose check must come first ($3:
@@ -198,205 +198,204 @@ already_completed(IjAttempt *a)
 Datum
 idemjob_complete_attempt(PG_FUNCTION_ARGS)
 {
+	IjAttempt	a;
+	Jsonb	   *result;
+	Jsonb	   *violation = NULL;
+	const char *outcome;
+	Datum		out[4];
+	bool		outnull[4] = {false, false, false, false};
+	Datum		args[9];
+	char		nulls[9];
+
+	ij_require(fcinfo, 0, "attempt_id");
+	ij_require(fcinfo, 1, "result");
+	result = ij_jsonb_arg(fcinfo, 1, "result", false);
+
+	ij_connect();
+
+	args[0] = PG_GETARG_DATUM(0);
+	args[1] = JsonbPGetDatum(result);
+	args[2] = ij_contract_intents();
+	if (ij_exec(&complete_fast, args, NULL) == 1)
 	{
-		IjAttempt	a;
-		Jsonb	   *result;
-		Jsonb	   *violation = NULL;
-		const char *outcome;
-		Datum		out[4];
-		bool		outnull[4] = {false, false, false, false};
-		Datum		args[9];
-		char		nulls[9];
-		ij_require(fcinfo, 0, "attempt_id");
-		ij_require(fcinfo, 1, "result");
-		result = ij_jsonb_arg(fcinfo, 1, "result", false);
+		/* another owner's attempt: the error undoes the statement */
+		if (!ij_owner_visible(ij_col_nn(0, 3)))
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_NOT_FOUND),
+					 errmsg("attempt %s does not exist", ij_uuid_str(args[0])),
+					 ij_errfields("attempts", psprintf("attempt_id=%s", ij_uuid_str(args[0])))));
+		outcome = "won";
+		out[1] = ij_col_nn(0, 2);
+		out[2] = ij_col_nn(0, 1);
+		out[3] = args[0];
+		ij_notify_done(out[1]);
+		goto answer;
+	}
 
-		ij_connect();
+	/* with the intent when some contract may apply: one statement */
+	ij_lock_attempt_ex(PG_GETARG_DATUM(0), &a, ij_contracts_any());
+	out[1] = a.job_id;
 
-		args[0] = PG_GETARG_DATUM(0);
-		args[1] = JsonbPGetDatum(result);
-		args[2] = ij_contract_intents();
-		if (ij_exec(&complete_fast, args, NULL) == 1)
+	if (strcmp(a.state, "succeeded") == 0)
+	{
+		/* I7: the winner again */
+		ij_exec(&job_answer, &a.job_id, NULL);
+		if (!jsonb_datum_identical(ij_col_nn(0, 2), result))
+			already_completed(&a);
+		outcome = "won";
+		out[2] = ij_col_nn(0, 1);
+		out[3] = a.id;
+	}
+	else if (a.has_sha)
+	{
+		/* I7: a loser or a rejected result again */
+		if (!bytea_datum_eq(a.sha, result_fingerprint(result, NULL)))
+			already_completed(&a);
+		if (strcmp(a.state, "superseded") == 0)
 		{
-			/* another owner's attempt: the error undoes the statement */
-			if (!ij_owner_visible(ij_col_nn(0, 3)))
-				ereport(ERROR,
-						(errcode(ERRCODE_IJ_NOT_FOUND),
-						 errmsg("attempt %s does not exist", ij_uuid_str(args[0])),
-						 ij_errfields("attempts", psprintf("attempt_id=%s", ij_uuid_str(args[0])))));
-			outcome = "won";
-			out[1] = ij_col_nn(0, 2);
-			out[2] = ij_col_nn(0, 1);
-			out[3] = args[0];
-			ij_notify_done(out[1]);
-			goto answer;
-		}
-
-		/* with the intent when some contract may apply: one statement */
-		ij_lock_attempt_ex(PG_GETARG_DATUM(0), &a, ij_contracts_any());
-		out[1] = a.job_id;
-
-		if (strcmp(a.state, "succeeded") == 0)
-		{
-			/* I7: the winner again */
-			ij_exec(&job_answer, &a.job_id, NULL);
-			if (!jsonb_datum_identical(ij_col_nn(0, 2), result))
-				already_completed(&a);
-			outcome = "won";
-			out[2] = ij_col_nn(0, 1);
-			out[3] = a.id;
-		}
-		else if (a.has_sha)
-		{
-			/* I7: a loser or a rejected result again */
-			if (!bytea_datum_eq(a.sha, result_fingerprint(result, NULL)))
-				already_completed(&a);
-			if (strcmp(a.state, "superseded") == 0)
+			outcome = "lost";
+			if (ij_exec(&race_answer, &a.id, NULL) == 1)
 			{
-				outcome = "lost";
-				if (ij_exec(&race_answer, &a.id, NULL) == 1)
-				{
-					out[2] = ij_col_nn(0, 1);
-					out[3] = ij_col(0, 2, &outnull[3]);
-				}
-				else
-				{
-					/* the race log was pruned: answer from the job */
-					ij_exec(&job_answer, &a.job_id, NULL);
-					out[2] = ij_col_nn(0, 1);
-					out[3] = ij_col(0, 3, &outnull[3]);
-				}
+				out[2] = ij_col_nn(0, 1);
+				out[3] = ij_col(0, 2, &outnull[3]);
 			}
 			else
 			{
-				outcome = "rejected";
+				/* the race log was pruned: answer from the job */
 				ij_exec(&job_answer, &a.job_id, NULL);
 				out[2] = ij_col_nn(0, 1);
-				outnull[3] = true;
+				out[3] = ij_col(0, 3, &outnull[3]);
 			}
-		}
-		else if (strcmp(a.state, "failed") == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_IJ_INVALID_TRANSITION),
-					 errmsg("attempt %s cannot complete", ij_uuid_str(a.id)),
-					 errdetail("The attempt already failed."),
-					 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=failed",
-													   ij_uuid_str(a.id), ij_uuid_str(a.job_id))),
-					 errhint("Start a new attempt if the job is still pending.")));
-		else if (!ij_check_result_contract(a.job_id, a.intent, result, &violation))
-		{
-			/* a result that breaks the contract never wins: rejected */
-			JsonbValue *err;
-			JsonbParseState *ps = NULL;
-			JsonbValue	k,
-						v;
-			JsonbIterator *it;
-			JsonbIteratorToken tok;
-
-			pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
-			k.type = jbvString;
-			k.val.string.val = "code";
-			k.val.string.len = 4;
-			pushJsonbValue(&ps, WJB_KEY, &k);
-			v.type = jbvString;
-			v.val.string.val = "contract_violation";
-			v.val.string.len = strlen("contract_violation");
-			pushJsonbValue(&ps, WJB_VALUE, &v);
-			it = JsonbIteratorInit(&violation->root);
-			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-			{
-				if (tok == WJB_KEY || tok == WJB_VALUE)
-					pushJsonbValue(&ps, tok, &v);
-			}
-			err = pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
-
-			args[0] = a.id;
-			args[1] = ij_text_datum("failed");
-			args[2] = PointerGetDatum(result_fingerprint(result, NULL));
-			args[3] = JsonbPGetDatum(JsonbValueToJsonb(err));
-			/* keep_dropped_results: the rejected payload, for compensation */
-			args[4] = JsonbPGetDatum(result);
-			memset(nulls, ' ', sizeof(nulls));
-			nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
-			ij_exec(&attempt_done, args, nulls);
-			/* the retry policy: backoff, or failed at max_attempts */
-			if (ij_in_doubt(a.state))
-				ij_job_retry(a.job_id, DatumGetJsonbP(args[3]));
-			ij_exec(&job_answer, &a.job_id, NULL);
-			outcome = "rejected";
-			out[2] = ij_col_nn(0, 1);
-			outnull[3] = true;
 		}
 		else
 		{
-			args[0] = a.job_id;
-			args[1] = Int64GetDatum(a.read_version);
-			args[2] = JsonbPGetDatum(result);
-			args[3] = a.id;
-			if (ij_exec(&cas, args, NULL) == 1)
-			{
-				outcome = "won";
-				out[2] = ij_col_nn(0, 1);
-				out[3] = a.id;
-				ij_notify_done(a.job_id);
-			}
-			else
-			{
-				/* lost: drop the payload, keep its fingerprint */
-				int32		nbytes;
-				bytea	   *sha = result_fingerprint(result, &nbytes);
-				Datum		found_version;
-				Datum		winner;
-				bool		winner_null;
-				bool		late_null;
-				Datum		late_by;
-
-				if (ij_exec(&job_after_loss, &a.job_id, NULL) == 0)
-					elog(ERROR, "job %s of attempt %s vanished",
-						 ij_uuid_str(a.job_id), ij_uuid_str(a.id));
-				found_version = ij_col_nn(0, 1);
-				winner = ij_col(0, 2, &winner_null);
-				late_by = ij_col(0, 3, &late_null);
-
-				memset(nulls, ' ', sizeof(nulls));
-				args[0] = a.job_id;
-				args[1] = a.id;
-				args[2] = winner;
-				nulls[2] = winner_null ? 'n' : ' ';
-				args[3] = Int64GetDatum(a.read_version);
-				args[4] = found_version;
-				args[5] = ij_text_datum(winner_null ? "version_moved" : "slot_taken");
-				args[6] = PointerGetDatum(sha);
-				args[7] = Int32GetDatum(nbytes);
-				args[8] = late_by;
-				nulls[8] = (winner_null || late_null) ? 'n' : ' ';
-
-				outcome = "lost";
-				out[2] = found_version;
-				out[3] = winner;
-				outnull[3] = winner_null;
-
-				ij_exec(&log_race, args, nulls);
-				args[0] = a.id;
-				args[1] = ij_text_datum("superseded");
-				args[2] = PointerGetDatum(sha);
-				args[3] = (Datum) 0;
-				memset(nulls, ' ', sizeof(nulls));
-				nulls[3] = 'n';
-				/* keep_dropped_results: the losing payload, for compensation */
-				args[4] = JsonbPGetDatum(result);
-				nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
-				ij_exec(&attempt_done, args, nulls);
-				if (ij_in_doubt(a.state))
-					ij_release_job(a.job_id);
-			}
+			outcome = "rejected";
+			ij_exec(&job_answer, &a.job_id, NULL);
+			out[2] = ij_col_nn(0, 1);
+			outnull[3] = true;
 		}
+	}
+	else if (strcmp(a.state, "failed") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+				 errmsg("attempt %s cannot complete", ij_uuid_str(a.id)),
+				 errdetail("The attempt already failed."),
+				 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=failed",
+												   ij_uuid_str(a.id), ij_uuid_str(a.job_id))),
+				 errhint("Start a new attempt if the job is still pending.")));
+	else if (!ij_check_result_contract(a.job_id, a.intent, result, &violation))
+	{
+		/* a result that breaks the contract never wins: rejected */
+		JsonbValue *err;
+		JsonbParseState *ps = NULL;
+		JsonbValue	k,
+					v;
+		JsonbIterator *it;
+		JsonbIteratorToken tok;
+
+		pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
+		k.type = jbvString;
+		k.val.string.val = "code";
+		k.val.string.len = 4;
+		pushJsonbValue(&ps, WJB_KEY, &k);
+		v.type = jbvString;
+		v.val.string.val = "contract_violation";
+		v.val.string.len = strlen("contract_violation");
+		pushJsonbValue(&ps, WJB_VALUE, &v);
+		it = JsonbIteratorInit(&violation->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY || tok == WJB_VALUE)
+				pushJsonbValue(&ps, tok, &v);
+		}
+		err = pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+
+		args[0] = a.id;
+		args[1] = ij_text_datum("failed");
+		args[2] = PointerGetDatum(result_fingerprint(result, NULL));
+		args[3] = JsonbPGetDatum(JsonbValueToJsonb(err));
+		/* keep_dropped_results: the rejected payload, for compensation */
+		args[4] = JsonbPGetDatum(result);
+		memset(nulls, ' ', sizeof(nulls));
+		nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+		ij_exec(&attempt_done, args, nulls);
+		/* the retry policy: backoff, or failed at max_attempts */
+		if (ij_in_doubt(a.state))
+			ij_job_retry(a.job_id, DatumGetJsonbP(args[3]));
+		ij_exec(&job_answer, &a.job_id, NULL);
+		outcome = "rejected";
+		out[2] = ij_col_nn(0, 1);
+		outnull[3] = true;
+	}
+	else
+	{
+		args[0] = a.job_id;
+		args[1] = Int64GetDatum(a.read_version);
+		args[2] = JsonbPGetDatum(result);
+		args[3] = a.id;
+		if (ij_exec(&cas, args, NULL) == 1)
+		{
+			outcome = "won";
+			out[2] = ij_col_nn(0, 1);
+			out[3] = a.id;
+			ij_notify_done(a.job_id);
+		}
+		else
+		{
+			/* lost: drop the payload, keep its fingerprint */
+			int32		nbytes;
+			bytea	   *sha = result_fingerprint(result, &nbytes);
+			Datum		found_version;
+			Datum		winner;
+			bool		winner_null;
+			bool		late_null;
+			Datum		late_by;
+
+			if (ij_exec(&job_after_loss, &a.job_id, NULL) == 0)
+				elog(ERROR, "job %s of attempt %s vanished",
+					 ij_uuid_str(a.job_id), ij_uuid_str(a.id));
+			found_version = ij_col_nn(0, 1);
+			winner = ij_col(0, 2, &winner_null);
+			late_by = ij_col(0, 3, &late_null);
+
+			memset(nulls, ' ', sizeof(nulls));
+			args[0] = a.job_id;
+			args[1] = a.id;
+			args[2] = winner;
+			nulls[2] = winner_null ? 'n' : ' ';
+			args[3] = Int64GetDatum(a.read_version);
+			args[4] = found_version;
+			args[5] = ij_text_datum(winner_null ? "version_moved" : "slot_taken");
+			args[6] = PointerGetDatum(sha);
+			args[7] = Int32GetDatum(nbytes);
+			args[8] = late_by;
+			nulls[8] = (winner_null || late_null) ? 'n' : ' ';
+
+			outcome = "lost";
+			out[2] = found_version;
+			out[3] = winner;
+			outnull[3] = winner_null;
+
+			ij_exec(&log_race, args, nulls);
+			args[0] = a.id;
+			args[1] = ij_text_datum("superseded");
+			args[2] = PointerGetDatum(sha);
+			args[3] = (Datum) 0;
+			memset(nulls, ' ', sizeof(nulls));
+			nulls[3] = 'n';
+			/* keep_dropped_results: the losing payload, for compensation */
+			args[4] = JsonbPGetDatum(result);
+			nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+			ij_exec(&attempt_done, args, nulls);
+			if (ij_in_doubt(a.state))
+				ij_release_job(a.job_id);
+		}
+	}
 
 answer:
-		/* SPI's result rows live until ij_finish(): the row copies them */
-		out[0] = ij_text_datum(outcome);
-		ij_return_row(fcinfo, out, outnull);
-		ij_finish();
-	}
+	/* SPI's result rows live until ij_finish(): the row copies them */
+	out[0] = ij_text_datum(outcome);
+	ij_return_row(fcinfo, out, outnull);
+	ij_finish();
 	return (Datum) 0;
 }

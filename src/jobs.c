@@ -73,7 +73,6 @@ static IjPlan cancel_job = {
 	2, {UUIDOID, TEXTOID}, NULL, 0
 };
 
-/* IJ001: the key was used for another request; detail says what differs */
 /*
  * The job_state 'pending' of a new job, as a Datum of the result's state
  * column type: looked up once per backend (again for a re-created type),
@@ -95,6 +94,7 @@ pending_state(TupleDesc tupdesc)
 	return pending;
 }
 
+/* IJ001: the key was used for another request; detail says what differs */
 static void
 key_conflict(text *key, text *owner_id, Datum job_id, const char *detail)
 {
@@ -114,125 +114,123 @@ key_conflict(text *key, text *owner_id, Datum job_id, const char *detail)
 Datum
 idemjob_submit(PG_FUNCTION_ARGS)
 {
+	text	   *owner_id;
+	text	   *key;
+	text	   *intent;
+	text	   *provider;
+	Jsonb	   *params;
+	Datum		args[9];
+	char		nulls[9] = "         ";
+	bool		due;
+	Datum		out[5];
+	bool		outnull[5] = {false, false, false, false, true};
+	TupleDesc	tupdesc;
+	int			tries;
+
+	/* arguments first: 22004, then 22023 */
+	ij_require(fcinfo, 0, "owner_id");
+	ij_require(fcinfo, 1, "idempotency_key");
+	ij_require(fcinfo, 2, "intent");
+	ij_require(fcinfo, 3, "params");
+	ij_require(fcinfo, 6, "priority");
+	owner_id = ij_name_arg(fcinfo, 0, "owner_id", false);
+	key = ij_name_arg(fcinfo, 1, "idempotency_key", false);
+	intent = ij_name_arg(fcinfo, 2, "intent", false);
+	params = ij_jsonb_arg(fcinfo, 3, "params", false);
+	provider = ij_name_arg(fcinfo, 4, "provider", true);
+	if (provider == NULL)
+		provider = cstring_to_text(idemjob_default_provider);
+	/* scheduling: not part of the request (a replay ignores them) */
+	if (!PG_ARGISNULL(7) && PG_GETARG_INT32(7) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"max_attempts\" must be at least 1"),
+				 errhint("Pass NULL to use idemjob.max_attempts.")));
+	ij_check_submit_owner(owner_id);
+
+	tupdesc = ij_result_tupdesc(fcinfo);
+
+	args[0] = UUIDPGetDatum(idemjob_new_uuid());
+	args[1] = PointerGetDatum(owner_id);
+	args[2] = PointerGetDatum(key);
+	args[3] = PointerGetDatum(intent);
+	args[4] = JsonbPGetDatum(params);
+	args[5] = PointerGetDatum(provider);
+	args[6] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
+	nulls[6] = PG_ARGISNULL(5) ? 'n' : ' ';
+	args[7] = PG_GETARG_DATUM(6);
+	args[8] = PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7);
+	nulls[8] = PG_ARGISNULL(7) ? 'n' : ' ';
+	due = PG_ARGISNULL(5) ||
+		PG_GETARG_TIMESTAMPTZ(5) <= GetCurrentTransactionStartTimestamp();
+
+	ij_connect();
+	/* a spent key answers before the insert (retention.c) */
+	ij_check_spent_key(owner_id, key, intent, provider, params, true);
+	for (tries = 0;; tries++)
 	{
-		text	   *owner_id;
-		text	   *key;
-		text	   *intent;
-		text	   *provider;
-		Jsonb	   *params;
-		Datum		args[9];
-		char		nulls[9] = "         ";
-		bool		due;
-		Datum		out[5];
-		bool		outnull[5] = {false, false, false, false, true};
-		TupleDesc	tupdesc;
-		int			tries;
+		Datum		j_intent,
+					j_params,
+					j_provider;
+		Datum		fargs[2];
 
-		/* arguments first: 22004, then 22023 */
-		ij_require(fcinfo, 0, "owner_id");
-		ij_require(fcinfo, 1, "idempotency_key");
-		ij_require(fcinfo, 2, "intent");
-		ij_require(fcinfo, 3, "params");
-		ij_require(fcinfo, 6, "priority");
-		owner_id = ij_name_arg(fcinfo, 0, "owner_id", false);
-		key = ij_name_arg(fcinfo, 1, "idempotency_key", false);
-		intent = ij_name_arg(fcinfo, 2, "intent", false);
-		params = ij_jsonb_arg(fcinfo, 3, "params", false);
-		provider = ij_name_arg(fcinfo, 4, "provider", true);
-		if (provider == NULL)
-			provider = cstring_to_text(idemjob_default_provider);
-		/* scheduling: not part of the request (a replay ignores them) */
-		if (!PG_ARGISNULL(7) && PG_GETARG_INT32(7) < 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("argument \"max_attempts\" must be at least 1"),
-					 errhint("Pass NULL to use idemjob.max_attempts.")));
-		ij_check_submit_owner(owner_id);
-
-		tupdesc = ij_result_tupdesc(fcinfo);
-
-		args[0] = UUIDPGetDatum(idemjob_new_uuid());
-		args[1] = PointerGetDatum(owner_id);
-		args[2] = PointerGetDatum(key);
-		args[3] = PointerGetDatum(intent);
-		args[4] = JsonbPGetDatum(params);
-		args[5] = PointerGetDatum(provider);
-		args[6] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
-		nulls[6] = PG_ARGISNULL(5) ? 'n' : ' ';
-		args[7] = PG_GETARG_DATUM(6);
-		args[8] = PG_ARGISNULL(7) ? (Datum) 0 : PG_GETARG_DATUM(7);
-		nulls[8] = PG_ARGISNULL(7) ? 'n' : ' ';
-		due = PG_ARGISNULL(5) ||
-			PG_GETARG_TIMESTAMPTZ(5) <= GetCurrentTransactionStartTimestamp();
-
-		ij_connect();
-		/* a spent key answers before the insert (retention.c) */
-		ij_check_spent_key(owner_id, key, intent, provider, params, true);
-		for (tries = 0;; tries++)
+		if (ij_exec(&insert_job, args, nulls) == 1)
 		{
-			Datum		j_intent,
-						j_params,
-						j_provider;
-			Datum		fargs[2];
-
-			if (ij_exec(&insert_job, args, nulls) == 1)
-			{
-				out[0] = args[0];
-				out[1] = BoolGetDatum(true);
-				out[2] = pending_state(tupdesc);
-				out[3] = Int64GetDatum(0);
-				/* a purged job's key is spent: IJ007 or IJ001 (retention.c) */
-				ij_check_spent_key(owner_id, key, intent, provider, params, false);
-				if (due)
-					ij_notify_due(text_to_cstring(intent));
-				break;
-			}
-
-			fargs[0] = args[1];
-			fargs[1] = args[2];
-			if (ij_exec(&find_job, fargs, NULL) == 0)
-			{
-				/* the conflicting job was deleted meanwhile: insert again */
-				if (tries < 10)
-					continue;
-				elog(ERROR, "could not insert or find job for idempotency key \"%s\"",
-					 text_to_cstring(key));
-			}
-
-			j_intent = ij_col_nn(0, 2);
-			j_params = ij_col_nn(0, 3);
-			j_provider = ij_col_nn(0, 4);
-
-			if (!ij_text_eq(j_intent, intent))
-				key_conflict(key, owner_id, ij_col_nn(0, 1),
-							 psprintf("Job %s has intent \"%s\"; this request has intent \"%s\".",
-									  ij_uuid_str(ij_col_nn(0, 1)),
-									  TextDatumGetCString(j_intent),
-									  text_to_cstring(intent)));
-			if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, j_params,
-												  JsonbPGetDatum(params))))
-				key_conflict(key, owner_id, ij_col_nn(0, 1),
-							 psprintf("Job %s has different params.",
-									  ij_uuid_str(ij_col_nn(0, 1))));
-			if (!ij_text_eq(j_provider, provider))
-				key_conflict(key, owner_id, ij_col_nn(0, 1),
-							 psprintf("Job %s has provider \"%s\"; this request has provider \"%s\".",
-									  ij_uuid_str(ij_col_nn(0, 1)),
-									  TextDatumGetCString(j_provider),
-									  text_to_cstring(provider)));
-
-			out[0] = ij_col_nn(0, 1);
-			out[1] = BoolGetDatum(false);
-			out[2] = ij_col_nn(0, 5);
-			out[3] = ij_col_nn(0, 6);
-			out[4] = ij_col(0, 7, &outnull[4]);
+			out[0] = args[0];
+			out[1] = BoolGetDatum(true);
+			out[2] = pending_state(tupdesc);
+			out[3] = Int64GetDatum(0);
+			/* a purged job's key is spent: IJ007 or IJ001 (retention.c) */
+			ij_check_spent_key(owner_id, key, intent, provider, params, false);
+			if (due)
+				ij_notify_due(text_to_cstring(intent));
 			break;
 		}
 
-		/* the row copies every value out of SPI memory */
-		ij_return_row(fcinfo, out, outnull);
-		ij_finish();
+		fargs[0] = args[1];
+		fargs[1] = args[2];
+		if (ij_exec(&find_job, fargs, NULL) == 0)
+		{
+			/* the conflicting job was deleted meanwhile: insert again */
+			if (tries < 10)
+				continue;
+			elog(ERROR, "could not insert or find job for idempotency key \"%s\"",
+				 text_to_cstring(key));
+		}
+
+		j_intent = ij_col_nn(0, 2);
+		j_params = ij_col_nn(0, 3);
+		j_provider = ij_col_nn(0, 4);
+
+		if (!ij_text_eq(j_intent, intent))
+			key_conflict(key, owner_id, ij_col_nn(0, 1),
+						 psprintf("Job %s has intent \"%s\"; this request has intent \"%s\".",
+								  ij_uuid_str(ij_col_nn(0, 1)),
+								  TextDatumGetCString(j_intent),
+								  text_to_cstring(intent)));
+		if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, j_params,
+											  JsonbPGetDatum(params))))
+			key_conflict(key, owner_id, ij_col_nn(0, 1),
+						 psprintf("Job %s has different params.",
+								  ij_uuid_str(ij_col_nn(0, 1))));
+		if (!ij_text_eq(j_provider, provider))
+			key_conflict(key, owner_id, ij_col_nn(0, 1),
+						 psprintf("Job %s has provider \"%s\"; this request has provider \"%s\".",
+								  ij_uuid_str(ij_col_nn(0, 1)),
+								  TextDatumGetCString(j_provider),
+								  text_to_cstring(provider)));
+
+		out[0] = ij_col_nn(0, 1);
+		out[1] = BoolGetDatum(false);
+		out[2] = ij_col_nn(0, 5);
+		out[3] = ij_col_nn(0, 6);
+		out[4] = ij_col(0, 7, &outnull[4]);
+		break;
 	}
+
+	/* the row copies every value out of SPI memory */
+	ij_return_row(fcinfo, out, outnull);
+	ij_finish();
 	return (Datum) 0;
 }
 

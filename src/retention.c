@@ -69,10 +69,10 @@
 #include "idemjob.h"
 
 PG_FUNCTION_INFO_V1(idemjob_purge);
+PG_FUNCTION_INFO_V1(idemjob_purge_race_log);
 
 /* purge()'s chunk when idemjob.purge_pause is set */
 #define PURGE_CHUNK 1000
-PG_FUNCTION_INFO_V1(idemjob_purge_race_log);
 
 static IjPlan select_doomed = {
 	"SELECT j.id, j.intent, j.provider, j.params"
