@@ -88,11 +88,14 @@ FROM (SELECT a2.job_id, a2.attempt_no FROM idemjob.attempts a2
 	  ORDER BY a2.job_id LIMIT 1) a
 WHERE j.id = a.job_id;
 
--- a failed worker job back to pending and due, with nobody claiming it
+-- a worker job back to pending and due, with nobody claiming it: a failed
+-- one if any is left (purges may have taken them all, and a run may end
+-- none by max_attempts), else whichever worker job is newest
 UPDATE idemjob.jobs SET state = 'pending', run_at = pg_catalog.now() - interval '1 s',
-	   completed_at = NULL, error = NULL, version = version + 1
-WHERE id = (SELECT id FROM idemjob.jobs WHERE intent = 'soakw' AND state = 'failed'
-			ORDER BY id DESC LIMIT 1);
+	   completed_at = NULL, completed_by = NULL, result = NULL, error = NULL,
+	   version = version + 1
+WHERE id = (SELECT id FROM idemjob.jobs WHERE intent = 'soakw'
+			ORDER BY state = 'failed' DESC, id DESC LIMIT 1);
 
 \set in_selftest 1
 \ir check.sql
