@@ -88,6 +88,26 @@ FROM (SELECT a2.job_id, a2.attempt_no FROM idemjob.attempts a2
 	  ORDER BY a2.job_id LIMIT 1) a
 WHERE j.id = a.job_id;
 
+-- the same three breakages on a retry made up on a live worker job (the
+-- purges may leave no real retried job in the tables): attempt n+1 failed
+-- a second after attempt n+2 started, with max_attempts n+1
+WITH j AS (SELECT id, owner_id, provider, version,
+				  (SELECT coalesce(max(attempt_no), 0) FROM idemjob.attempts a
+				   WHERE a.job_id = jobs.id) AS n
+		   FROM idemjob.jobs WHERE intent = 'soakw' ORDER BY id LIMIT 1),
+ins AS (
+	INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state,
+								  read_version, started_at, deadline, finished_at)
+	SELECT gen_random_uuid(), j.id, j.owner_id, j.n + k, j.provider,
+		   CASE k WHEN 1 THEN 'failed' ELSE 'started' END::idemjob.attempt_state,
+		   j.version, pg_catalog.now() - interval '1 min' * (3 - k),
+		   pg_catalog.now() + interval '1 min',
+		   CASE k WHEN 1 THEN pg_catalog.now() - interval '1 min' + interval '1 s' END
+	FROM j, generate_series(1, 2) k
+	RETURNING job_id)
+UPDATE idemjob.jobs SET attempt_count = j.n + 2, max_attempts = j.n + 1
+FROM j WHERE jobs.id = j.id AND EXISTS (SELECT FROM ins);
+
 -- a worker job back to pending and due, with nobody claiming it: a failed
 -- one if any is left (purges may have taken them all, and a run may end
 -- none by max_attempts), else whichever worker job is newest
