@@ -94,7 +94,11 @@ WHERE j.id = a.job_id;
 WITH j AS (SELECT id, owner_id, provider, version,
 				  (SELECT coalesce(max(attempt_no), 0) FROM idemjob.attempts a
 				   WHERE a.job_id = jobs.id) AS n
-		   FROM idemjob.jobs WHERE intent = 'soakw' ORDER BY id LIMIT 1),
+		   FROM idemjob.jobs WHERE intent = 'soakw'
+		   -- not the job given a second winner above: its broken numbering
+		   -- must stay broken
+		   AND id <> (SELECT id FROM idemjob.jobs WHERE state = 'succeeded' ORDER BY id LIMIT 1)
+		   ORDER BY id LIMIT 1),
 ins AS (
 	INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state,
 								  read_version, started_at, deadline, finished_at)
