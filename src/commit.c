@@ -4,12 +4,13 @@
  *	  Where a result is committed: complete_attempt(), the compare-and-swap
  *	  on (version, completed_by IS NULL), and the race log.
  *
- * The attempt row is locked first (FOR UPDATE), so two calls for the same
+ * The attempt row is locked first (its update, or FOR UPDATE), then the
+ * job's, as in every state-machine function; two calls for the same
  * attempt serialize and the second sees the first's answer (I7).  The
  * result is checked against the intent's output contract before anything
  * is written; a violation is an answer ("rejected"), not an error.  Then a
- * single-table UPDATE of the job is the compare-and-swap (with the winning
- * attempt's own update joined to it in one statement):
+ * single-table UPDATE of the job is the compare-and-swap (in the common
+ * path, one statement with the attempt's own update):
  *
  *	 UPDATE jobs SET result = $r, ... WHERE id = $j AND version = $read_version
  *	   AND completed_by IS NULL
@@ -70,34 +71,58 @@ static IjPlan cas = {
 };
 
 /*
- * The common path as one statement, the shape of the CAS above with the
- * attempt's lock in front: lock the attempt if it may still win (started,
- * unknown, cancelled) and run the compare-and-swap on the job it read,
- * unless the job's intent has a contract whose check must come first ($3:
- * the intents that have one, from the contract cache).  $1 attempt, $2
- * result.  The attempt's job and read version reach the job's UPDATE as
- * one InitPlan (a row comparison, planned as two index conditions); the
- * attempt's own update joins the CAS's row.  No row: nothing was written
- * (the attempt may be locked), and the full path decides.  Under READ
- * COMMITTED a concurrent change of the attempt or the job is re-checked
- * after the lock wait (EvalPlanQual), as in the full path.
+ * The common path as one statement, attempt first: the attempt's update to
+ * succeeded (which locks it) joined to its job as of the statement's
+ * snapshot, then the compare-and-swap on that job.
+ * The attempt moves only if it may still win (started, unknown,
+ * cancelled) and its job, as read, would take the result: its version is
+ * the attempt's read version, no result is in, and its intent has no
+ * contract whose check must come first ($3: the intents that have one,
+ * from the contract cache).  $1 attempt, $2 result.  Under READ COMMITTED
+ * a concurrent change of the attempt or the job is re-checked after the
+ * lock wait (EvalPlanQual), as in the full path.  (Not by the job row's
+ * ctid, cheaper to find: a TID scan's re-check refuses the newer version a
+ * concurrent update made, so a result would lose to a mere mark_unknown.)
+ *
+ * No row: either nothing was written (the attempt may not win, or its job
+ * would not take the result), or the job changed between the snapshot and
+ * its lock (another result won, the job was cancelled or fenced): then
+ * this statement has marked the attempt succeeded, and the full path finds
+ * it so on a job it does not hold and records the loss (record_loss with
+ * own_loss).
  */
 static IjPlan complete_fast = {
-	"WITH cas AS ("
-	"  UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
-	"  WHERE (id, version) OPERATOR(pg_catalog.=) ("
-	"    SELECT job_id, read_version FROM idemjob.attempts"
-	"    WHERE id OPERATOR(pg_catalog.=) $1"
-	"    AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
-	"    FOR UPDATE)"
-	"  AND completed_by IS NULL"
-	"  AND intent OPERATOR(pg_catalog.<>) ALL ($3)"
-	"  RETURNING version, id, owner_id)"
-	" UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
-	" finished_at = pg_catalog.now()"
-	" FROM cas WHERE attempts.id OPERATOR(pg_catalog.=) $1"
-	" RETURNING cas.version, cas.id, cas.owner_id",
+	"WITH a AS ("
+	"  UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
+	"  finished_at = pg_catalog.now()"
+	"  FROM idemjob.jobs j"
+	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1"
+	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
+	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id"
+	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
+	"  AND j.completed_by IS NULL"
+	"  AND j.intent OPERATOR(pg_catalog.<>) ALL ($3)"
+	"  RETURNING attempts.job_id, attempts.read_version)"
+	" UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
+	" WHERE (id, version) OPERATOR(pg_catalog.=) (SELECT job_id, read_version FROM a)"
+	" AND completed_by IS NULL"
+	" RETURNING version, id, owner_id",
 	3, {UUIDOID, JSONBOID, TEXTARRAYOID}, NULL, 0
+};
+
+/*
+ * After a loss the common path wrote: the attempt has left doubt if it was
+ * in doubt, and its state before is not known here; the job goes back to
+ * pending if it still waits on an attempt in doubt and none is left.
+ */
+static IjPlan release_if_free = {
+	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state, updated_at = pg_catalog.now()"
+	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
+	" AND NOT EXISTS (SELECT FROM idemjob.attempts"
+	"  WHERE job_id OPERATOR(pg_catalog.=) $1"
+	"  AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[]))",
+	1, {UUIDOID}, NULL, 0
 };
 
 static IjPlan attempt_done = {
@@ -178,6 +203,65 @@ jsonb_datum_identical(Datum a, Jsonb *b)
 	return VARSIZE(ja) == VARSIZE(b) && memcmp(ja, b, VARSIZE(b)) == 0;
 }
 
+/*
+ * Lost: the attempt is superseded, its payload dropped (kept only with
+ * keep_dropped_results) and its fingerprint logged with what it found on
+ * the job.  out[2], out[3] get the answer's job_version and winner.
+ * own_loss: the common path marked the attempt succeeded before losing the
+ * compare-and-swap, so its state before is not a->state.
+ */
+static void
+record_loss(IjAttempt *a, Jsonb *result, bool own_loss, Datum *out, bool *outnull)
+{
+	int32		nbytes;
+	bytea	   *sha = result_fingerprint(result, &nbytes);
+	Datum		args[9];
+	char		nulls[9];
+	Datum		winner;
+	bool		winner_null;
+	bool		late_null;
+	Datum		late_by;
+
+	if (ij_exec(&job_after_loss, &a->job_id, NULL) == 0)
+		elog(ERROR, "job %s of attempt %s vanished",
+			 ij_uuid_str(a->job_id), ij_uuid_str(a->id));
+	out[2] = ij_col_nn(0, 1);
+	winner = ij_col(0, 2, &winner_null);
+	late_by = ij_col(0, 3, &late_null);
+	out[3] = winner;
+	outnull[3] = winner_null;
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = a->job_id;
+	args[1] = a->id;
+	args[2] = winner;
+	nulls[2] = winner_null ? 'n' : ' ';
+	args[3] = Int64GetDatum(a->read_version);
+	args[4] = out[2];
+	args[5] = ij_text_datum(winner_null ? "version_moved" : "slot_taken");
+	args[6] = PointerGetDatum(sha);
+	args[7] = Int32GetDatum(nbytes);
+	args[8] = late_by;
+	nulls[8] = (winner_null || late_null) ? 'n' : ' ';
+	ij_exec(&log_race, args, nulls);
+
+	args[0] = a->id;
+	args[1] = ij_text_datum("superseded");
+	args[2] = PointerGetDatum(sha);
+	args[3] = (Datum) 0;
+	memset(nulls, ' ', sizeof(nulls));
+	nulls[3] = 'n';
+	/* keep_dropped_results: the losing payload, for compensation */
+	args[4] = JsonbPGetDatum(result);
+	nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+	ij_exec(&attempt_done, args, nulls);
+
+	if (own_loss)
+		ij_exec(&release_if_free, &a->job_id, NULL);
+	else if (ij_in_doubt(a->state))
+		ij_release_job(a->job_id);
+}
+
 static void
 already_completed(IjAttempt *a)
 {
@@ -238,8 +322,24 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 
 	if (strcmp(a.state, "succeeded") == 0)
 	{
-		/* I7: the winner again */
+		bool		winner_null;
+		Datum		winner;
+
 		ij_exec(&job_answer, &a.job_id, NULL);
+		winner = ij_col(0, 3, &winner_null);
+		if (winner_null || !DatumGetBool(DirectFunctionCall2(uuid_eq, winner, a.id)))
+		{
+			/*
+			 * Succeeded, on a job it did not win: only the common path
+			 * above leaves an attempt so (every committed succeeded attempt
+			 * is its job's completed_by), when the job changed between its
+			 * snapshot and its lock.  This call lost.
+			 */
+			outcome = "lost";
+			record_loss(&a, result, true, out, outnull);
+			goto answer;
+		}
+		/* I7: the winner again */
 		if (!jsonb_datum_identical(ij_col_nn(0, 2), result))
 			already_completed(&a);
 		outcome = "won";
@@ -343,52 +443,8 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		else
 		{
 			/* lost: drop the payload, keep its fingerprint */
-			int32		nbytes;
-			bytea	   *sha = result_fingerprint(result, &nbytes);
-			Datum		found_version;
-			Datum		winner;
-			bool		winner_null;
-			bool		late_null;
-			Datum		late_by;
-
-			if (ij_exec(&job_after_loss, &a.job_id, NULL) == 0)
-				elog(ERROR, "job %s of attempt %s vanished",
-					 ij_uuid_str(a.job_id), ij_uuid_str(a.id));
-			found_version = ij_col_nn(0, 1);
-			winner = ij_col(0, 2, &winner_null);
-			late_by = ij_col(0, 3, &late_null);
-
-			memset(nulls, ' ', sizeof(nulls));
-			args[0] = a.job_id;
-			args[1] = a.id;
-			args[2] = winner;
-			nulls[2] = winner_null ? 'n' : ' ';
-			args[3] = Int64GetDatum(a.read_version);
-			args[4] = found_version;
-			args[5] = ij_text_datum(winner_null ? "version_moved" : "slot_taken");
-			args[6] = PointerGetDatum(sha);
-			args[7] = Int32GetDatum(nbytes);
-			args[8] = late_by;
-			nulls[8] = (winner_null || late_null) ? 'n' : ' ';
-
 			outcome = "lost";
-			out[2] = found_version;
-			out[3] = winner;
-			outnull[3] = winner_null;
-
-			ij_exec(&log_race, args, nulls);
-			args[0] = a.id;
-			args[1] = ij_text_datum("superseded");
-			args[2] = PointerGetDatum(sha);
-			args[3] = (Datum) 0;
-			memset(nulls, ' ', sizeof(nulls));
-			nulls[3] = 'n';
-			/* keep_dropped_results: the losing payload, for compensation */
-			args[4] = JsonbPGetDatum(result);
-			nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
-			ij_exec(&attempt_done, args, nulls);
-			if (ij_in_doubt(a.state))
-				ij_release_job(a.job_id);
+			record_loss(&a, result, false, out, outnull);
 		}
 	}
 
