@@ -16,7 +16,7 @@ export PG_CONFIG=$PG_BIN/pg_config
 IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
 	postgresql-contrib postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
 	libipc-run-perl libtest-json-schema-acceptance-perl libjson-perl
-	build-essential pgbouncer
+	postgresql-$PG_MAJOR-cron build-essential pgbouncer
 	python3-psycopg golang-go golang-github-jackc-pgx-v4-dev jq"
 
 ij_log() { printf '\n=== %s\n' "$*"; }

@@ -8,8 +8,8 @@
 # -Werror), starts a cluster owned by the postgres user, and runs:
 #   pg_regress suites and isolation specs (make installcheck), pgTAP,
 #   the JSON-Schema-Test-Suite, the hostile-input battery, and the short
-#   versions of the soak, the pooler run, the crash/failover TAP tests and
-#   the benchmark.
+#   versions of the soak, the pooler run, the TAP tests (crash, failover,
+#   sweeper, pg_cron) and the benchmark.
 # It prints one line per stage and exits non-zero if any stage failed.
 
 cd "$(dirname "$0")/.."
@@ -71,7 +71,7 @@ stage "hostile-input battery" bash test/hostile/run.sh
 stage "soak with history checker (short)" bash test/soak/run.sh --short
 stage "through pgbouncer, transaction pooling" bash test/pgbouncer/run.sh
 stage "client examples (Python, Node, Go; direct and through pgbouncer)" bash test/examples/run.sh
-stage "crash recovery and replica failover (TAP)" bash test/t/run.sh
+stage "crash recovery, replica failover, sweeper and pg_cron (TAP)" bash test/t/run.sh
 stage "benchmark smoke run" env BENCH_PORT=5767 bash bench/run.sh --smoke --no-install
 
 echo

@@ -7,7 +7,8 @@
 # owns and runs prove there as postgres.  The binaries are those of
 # PG_CONFIG (default: pg_config on PATH, else /usr/lib/postgresql/15/bin),
 # with idemjob and amcheck installed into them.
-# Needs: libipc-run-perl, postgresql-contrib (amcheck).
+# Needs: libipc-run-perl, postgresql-contrib (amcheck); postgresql-15-cron
+# for 040_pg_cron.pl (skipped without it).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,9 +21,12 @@ pg_regress=$(cd "$pgxs/test/regress" && pwd)/pg_regress
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(t/*.pl)
 
+# 040_pg_cron.pl runs the README's pg_cron recipe as written
+readme=$(cd "$here/../.." && pwd)/README.md
+
 run() {
 	cd "$1"
-	PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" \
+	PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" IDEMJOB_README="$readme" \
 		prove -v -I "$perl_lib" -I "$1/t" "${tests[@]}"
 }
 
@@ -30,9 +34,11 @@ if [ "$(id -u)" = 0 ]; then
 	copy=$(mktemp -d /tmp/idemjob-tap.XXXXXX)
 	mkdir -p "$copy/t"
 	cp -a "$here"/*.pl "$here"/*.pm "$copy/t/"
+	cp "$readme" "$copy/README.md"
 	chown -R postgres: "$copy"
 	rc=0
 	runuser -u postgres -- env PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" \
+		IDEMJOB_README="$copy/README.md" \
 		bash -c "cd '$copy' && prove -v -I '$perl_lib' -I '$copy/t' ${tests[*]}" || rc=$?
 	if [ $rc -ne 0 ] && [ -d "$copy/tmp_check/log" ]; then
 		echo "logs kept in $copy/tmp_check/log" >&2
