@@ -386,34 +386,14 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	else if (!ij_check_result_contract(a.job_id, a.intent, result, &violation))
 	{
 		/* a result that breaks the contract never wins: rejected */
-		JsonbValue *err;
-		JsonbParseState *ps = NULL;
-		JsonbValue	k,
-					v;
-		JsonbIterator *it;
-		JsonbIteratorToken tok;
-
-		pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
-		k.type = jbvString;
-		k.val.string.val = "code";
-		k.val.string.len = 4;
-		pushJsonbValue(&ps, WJB_KEY, &k);
-		v.type = jbvString;
-		v.val.string.val = "contract_violation";
-		v.val.string.len = strlen("contract_violation");
-		pushJsonbValue(&ps, WJB_VALUE, &v);
-		it = JsonbIteratorInit(&violation->root);
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			if (tok == WJB_KEY || tok == WJB_VALUE)
-				pushJsonbValue(&ps, tok, &v);
-		}
-		err = pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+		Datum		err = DirectFunctionCall2(jsonb_concat,
+											  JsonbPGetDatum(ij_note("contract_violation", NULL)),
+											  JsonbPGetDatum(violation));
 
 		args[0] = a.id;
 		args[1] = ij_text_datum("failed");
 		args[2] = PointerGetDatum(result_fingerprint(result, NULL));
-		args[3] = JsonbPGetDatum(JsonbValueToJsonb(err));
+		args[3] = err;
 		/* keep_dropped_results: the rejected payload, for compensation */
 		args[4] = JsonbPGetDatum(result);
 		memset(nulls, ' ', sizeof(nulls));
