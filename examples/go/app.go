@@ -119,6 +119,12 @@ func (w *Worker) complete(attemptID string, result M) (outcome string, err error
 	return
 }
 
+// a definite provider error: the attempt failed, the job may retry
+func (w *Worker) fail(attemptID string, cause error) error {
+	return w.exec("SELECT idemjob.fail_attempt($1, $2, true)", attemptID,
+		js(M{"code": "provider_error", "message": cause.Error()}))
+}
+
 func (w *Worker) run(j job) (string, error) {
 	j.ch = make(chan answer, 1)
 	go func() { r, err := w.Providers[j.provider](j.params); j.ch <- answer{r, err} }()
@@ -139,8 +145,7 @@ func (w *Worker) run(j job) (string, error) {
 		}
 	}
 	if a.err != nil { // a definite failure
-		return "failed", w.exec("SELECT idemjob.fail_attempt($1, $2, true)", j.attemptID,
-			js(M{"code": "provider_error", "message": a.err.Error()}))
+		return "failed", w.fail(j.attemptID, a.err)
 	}
 	outcome, err := w.complete(j.attemptID, a.result)
 	w.Emit(M{"event": "completed", "attempt_id": j.attemptID, "job_id": j.jobID, "provider": j.provider, "outcome": outcome})
@@ -247,14 +252,14 @@ func (w *Worker) BatchStep(maxJobs int, wait string, beforeReport func([]string)
 		go func() { r, e := w.Providers[j.provider](j.params); j.ch <- answer{r, e} }()
 	}
 	var ids, results []string
+	var values []M
 	for _, j := range claimed {
 		if a := <-j.ch; a.err != nil { // a definite failure
-			if err := w.exec("SELECT idemjob.fail_attempt($1, $2, true)", j.attemptID,
-				js(M{"code": "provider_error", "message": a.err.Error()})); err != nil {
+			if err := w.fail(j.attemptID, a.err); err != nil {
 				return 0, err
 			}
 		} else {
-			ids, results = append(ids, j.attemptID), append(results, js(a.result))
+			ids, results, values = append(ids, j.attemptID), append(results, js(a.result)), append(values, a.result)
 		}
 	}
 	if beforeReport != nil {
@@ -289,8 +294,8 @@ func (w *Worker) BatchStep(maxJobs int, wait string, beforeReport func([]string)
 		}
 		if err != nil { // one call failed: nothing of the batch was written
 			for i, a := range ids {
-				var o string
-				if e := w.DB.QueryRow(ctx, "SELECT outcome FROM idemjob.complete_attempt($1, $2)", a, results[i]).Scan(&o); errors.As(e, &pgErr) {
+				o, e := w.complete(a, values[i])
+				if errors.As(e, &pgErr) {
 					o = pgErr.Code
 				} else if e != nil {
 					return 0, e

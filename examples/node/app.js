@@ -71,6 +71,18 @@ class Worker {
 
   async one(sql, args) { return (await this.db.query(sql, args)).rows[0]; }
 
+  // report a provider's answer: the database decides won, lost or rejected
+  async complete(attemptId, value) {
+    return (await this.one('SELECT outcome FROM idemjob.complete_attempt($1, $2)',
+      [attemptId, JSON.stringify(value)])).outcome;
+  }
+
+  // a definite provider error: the attempt failed, the job may retry
+  async fail(attemptId, error) {
+    await this.one('SELECT state FROM idemjob.fail_attempt($1, $2, true)',
+      [attemptId, JSON.stringify({ code: 'provider_error', message: String(error.message) })]);
+  }
+
   async run(attemptId, jobId, provider, params) {
     const call = { done: false };
     call.answer = Promise.resolve().then(() => this.providers[provider](params))
@@ -88,12 +100,10 @@ class Worker {
       await this.one("SELECT state FROM idemjob.heartbeat($1, '1s')", [attemptId]);
     }
     if (call.error) {                           // a definite failure
-      await this.one('SELECT state FROM idemjob.fail_attempt($1, $2, true)',
-        [attemptId, JSON.stringify({ code: 'provider_error', message: String(call.error.message) })]);
+      await this.fail(attemptId, call.error);
       return 'failed';
     }
-    const { outcome } = await this.one('SELECT outcome FROM idemjob.complete_attempt($1, $2)',
-      [attemptId, JSON.stringify(call.value)]);
+    const outcome = await this.complete(attemptId, call.value);
     this.emit({ event: 'completed', attempt_id: attemptId, job_id: jobId, provider, outcome });
     return outcome;
   }
@@ -120,8 +130,7 @@ class Worker {
     for (const l of this.late.filter((x) => x.call.done)) {
       this.late.splice(this.late.indexOf(l), 1);
       if (l.call.error) continue;                // report an answer: the database decides
-      const { outcome } = await this.one('SELECT outcome FROM idemjob.complete_attempt($1, $2)',
-        [l.attemptId, JSON.stringify(l.call.value)]);
+      const outcome = await this.complete(l.attemptId, l.call.value);
       this.emit({ event: 'late_result', attempt_id: l.attemptId, outcome });
     }
     const still = [];
@@ -155,10 +164,9 @@ class Worker {
     const results = [];
     for (let i = 0; i < rows.length; i++) {
       if (settled[i].status === 'fulfilled') {
-        results.push([rows[i].attempt_id, JSON.stringify(settled[i].value)]);
+        results.push([rows[i].attempt_id, settled[i].value]);
       } else {                                   // a definite failure
-        await this.one('SELECT state FROM idemjob.fail_attempt($1, $2, true)',
-          [rows[i].attempt_id, JSON.stringify({ code: 'provider_error', message: String(settled[i].reason.message) })]);
+        await this.fail(rows[i].attempt_id, settled[i].reason);
       }
     }
     if (beforeReport) await beforeReport(results.map(([a]) => a));
@@ -168,13 +176,13 @@ class Worker {
         const done = await this.db.query(
           'SELECT r.attempt_id, c.outcome FROM unnest($1::uuid[], $2::jsonb[]) AS r(attempt_id, result),'
           + ' LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c',
-          [results.map(([a]) => a), results.map(([, v]) => v)]);
+          [results.map(([a]) => a), results.map(([, v]) => JSON.stringify(v))]);
         for (const r of done.rows) outcomes.set(r.attempt_id, r.outcome);
       } catch (e) {
         if (!e.code) throw e;                    // in doubt: resend the same batch
         for (const [a, v] of results) {
           try {
-            outcomes.set(a, (await this.one('SELECT outcome FROM idemjob.complete_attempt($1, $2)', [a, v])).outcome);
+            outcomes.set(a, await this.complete(a, v));
           } catch (e1) {
             if (!e1.code) throw e1;
             outcomes.set(a, e1.code);

@@ -77,6 +77,16 @@ class Worker:
     def call(self, sql, *args):
         return self.conn.execute(sql, args).fetchone()
 
+    def complete(self, attempt_id, result):
+        """Report a provider's answer: the database decides won, lost or rejected."""
+        return self.call("SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
+                         attempt_id, Jsonb(result))[0]
+
+    def fail(self, attempt_id, exc):
+        """A definite provider error: the attempt failed, the job may retry."""
+        self.call("SELECT state FROM idemjob.fail_attempt(%s, %s, true)",
+                  attempt_id, Jsonb({"code": "provider_error", "message": str(exc)}))
+
     def run(self, attempt_id, job_id, provider, params):
         fut = self.pool.submit(self.providers[provider], params)
         t0 = time.monotonic()
@@ -92,11 +102,9 @@ class Worker:
                     return "unknown"
                 self.call("SELECT state FROM idemjob.heartbeat(%s, '1s')", attempt_id)
             except Exception as exc:                       # a definite failure
-                self.call("SELECT state FROM idemjob.fail_attempt(%s, %s, true)",
-                          attempt_id, Jsonb({"code": "provider_error", "message": str(exc)}))
+                self.fail(attempt_id, exc)
                 return "failed"
-        outcome = self.call("SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
-                            attempt_id, Jsonb(result))[0]
+        outcome = self.complete(attempt_id, result)
         self.emit({"event": "completed", "attempt_id": str(attempt_id), "job_id": str(job_id),
                    "provider": provider, "outcome": outcome})
         return outcome
@@ -121,8 +129,7 @@ class Worker:
         for attempt_id, fut in [x for x in self.late if x[1].done()]:
             self.late.remove((attempt_id, fut))
             if fut.exception() is None:                    # report it: the database decides
-                outcome = self.call("SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
-                                    attempt_id, Jsonb(fut.result()))[0]
+                outcome = self.complete(attempt_id, fut.result())
                 self.emit({"event": "late_result", "attempt_id": str(attempt_id), "outcome": outcome})
         self.failover = [f for f in self.failover if not self.try_failover(*f)]
         claimed = self.conn.execute(
@@ -152,8 +159,7 @@ class Worker:
             try:
                 results.append((attempt_id, fut.result()))
             except Exception as exc:                       # a definite failure
-                self.call("SELECT state FROM idemjob.fail_attempt(%s, %s, true)",
-                          attempt_id, Jsonb({"code": "provider_error", "message": str(exc)}))
+                self.fail(attempt_id, exc)
         if before_report:
             before_report([a for a, _ in results])
         outcomes = {}
@@ -169,9 +175,7 @@ class Worker:
                     raise
                 for attempt_id, result in results:
                     try:
-                        outcomes[attempt_id] = self.call(
-                            "SELECT outcome FROM idemjob.complete_attempt(%s, %s)",
-                            attempt_id, Jsonb(result))[0]
+                        outcomes[attempt_id] = self.complete(attempt_id, result)
                     except psycopg.Error as e1:
                         if e1.sqlstate is None:
                             raise
