@@ -70,6 +70,7 @@ idemjob_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
 		idemjob_trusted_depth = 0;
+		guard_skip_text = NULL;
 		ij_rights_abort();
 	}
 }
@@ -81,6 +82,7 @@ idemjob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		idemjob_trusted_depth = 0;
+		guard_skip_text = NULL;
 		ij_rights_abort();
 	}
 }
@@ -230,6 +232,7 @@ _PG_init(void)
 
 	ij_contracts_init();
 	ij_rights_init();
+	ij_guards_init();
 	RegisterXactCallback(idemjob_xact_callback, NULL);
 	RegisterSubXactCallback(idemjob_subxact_callback, NULL);
 	ij_sweeper_init();

@@ -86,6 +86,10 @@ typedef struct IjPlan
 	int			cursor_options; /* e.g. CURSOR_OPT_GENERIC_PLAN; 0: default */
 } IjPlan;
 
+/* triggers.c: the statement ij_exec() runs does not fire the guards */
+extern const char *guard_skip_text;
+extern void ij_guards_init(void);
+
 extern void ij_connect(void);
 extern void ij_finish(void);
 extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);

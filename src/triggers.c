@@ -11,10 +11,11 @@
  * functions have already checked what they write: while one of them runs
  * (idemjob_trusted_depth > 0, raised in spi_plans.c) every guard returns at
  * once (the update guards are AFTER triggers, fired at the end of the
- * function's statement, still on the trusted path).  A
- * limit of this design: a user-defined trigger on these tables that itself
- * runs DML on them, fired from inside an idemjob function, runs trusted
- * too.
+ * function's statement, still on the trusted path), and the statements the
+ * functions run themselves do not call them at all (see "The extension's
+ * own statements" below).  A limit of this design: a user-defined trigger
+ * or rule on these tables that itself runs DML on them, fired from inside
+ * an idemjob function, runs trusted too.
  *
  * Each function first checks where it fired: on the right table (schema
  * idemjob, by name), row-level, with the timing and events the upgrade
@@ -71,7 +72,10 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -291,6 +295,164 @@ static void
 guards_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	guards_relcache_callback(arg, InvalidOid);
+}
+
+/*
+ * The extension's own statements do not fire the guards
+ *
+ * On the trusted path every guard returns at once, but PostgreSQL still
+ * pays for calling it: a BEFORE row trigger is a function call per row, and
+ * an AFTER UPDATE row trigger queues an event that, at the end of the
+ * statement, fetches the old and the new row again before the call.  For
+ * complete_attempt() (an attempt and its job updated) that was about 10,000
+ * instructions of about 416,000.  So for the statements ij_exec() runs,
+ * and only those, an ExecutorStart hook disables the guard triggers in the
+ * statement's private copy of each result relation's trigger list
+ * (InitResultRelInfo copies the relcache's, per statement): the relation's
+ * triggers, and every other statement, are untouched.
+ *
+ * A statement is the extension's own when its source text is the very
+ * string of one of its prepared plans (ij_exec() names it in
+ * guard_skip_text before it runs it, and SPI hands that pointer to the
+ * executor) and the trusted path is raised; no statement a caller sends,
+ * nor one a trigger or a foreign key runs inside an idemjob function, has
+ * that pointer.  Only the six guard functions are disabled (by OID, looked
+ * up in schema idemjob); foreign keys, the contracts' statement trigger and
+ * any trigger a DBA added still fire.  PostgreSQL 13 has no list of the
+ * result relations a statement opened, so there the guards are called and
+ * return, as before.
+ */
+static const char *const guard_functions[] = {
+	"jobs_guard", "attempts_guard", "race_log_guard", "contracts_guard",
+	"certifications_guard", "spent_keys_guard"
+};
+static Oid	guard_oids[lengthof(guard_functions)];
+static bool guard_oids_valid = false;
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+const char *guard_skip_text = NULL;
+
+static void
+guard_oids_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	guard_oids_valid = false;
+}
+
+static bool
+is_guard_function(Oid foid)
+{
+	int			i;
+
+	if (!guard_oids_valid)
+	{
+		Oid			nsp = get_namespace_oid("idemjob", true);
+		oidvector  *noargs = buildoidvector(NULL, 0);
+
+		for (i = 0; i < (int) lengthof(guard_functions); i++)
+			guard_oids[i] = !OidIsValid(nsp) ? InvalidOid :
+				GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+								CStringGetDatum(guard_functions[i]),
+								PointerGetDatum(noargs),
+								ObjectIdGetDatum(nsp));
+		pfree(noargs);
+		guard_oids_valid = true;
+	}
+	for (i = 0; i < (int) lengthof(guard_functions); i++)
+		if (OidIsValid(foid) && foid == guard_oids[i])
+			return true;
+	return false;
+}
+
+#if PG_VERSION_NUM >= 140000
+static void
+skip_guards(ResultRelInfo *rri)
+{
+	TriggerDesc *td = rri->ri_TrigDesc;
+	bool		found = false;
+	int			i;
+
+	if (td == NULL)
+		return;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (TRIGGER_FOR_ROW(t->tgtype) && t->tgenabled != TRIGGER_DISABLED &&
+			is_guard_function(t->tgfoid))
+		{
+			t->tgenabled = TRIGGER_DISABLED;
+			found = true;
+		}
+	}
+	if (!found)
+		return;
+
+	/*
+	 * The row-level flags, as the relcache sets them, over the triggers
+	 * still enabled: with no other BEFORE INSERT row trigger, say, the
+	 * executor does not even look.
+	 */
+	td->trig_insert_before_row = td->trig_insert_after_row =
+		td->trig_insert_instead_row = false;
+	td->trig_update_before_row = td->trig_update_after_row =
+		td->trig_update_instead_row = false;
+	td->trig_delete_before_row = td->trig_delete_after_row =
+		td->trig_delete_instead_row = false;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+		int16		type = t->tgtype;
+
+		if (!TRIGGER_FOR_ROW(type) || t->tgenabled == TRIGGER_DISABLED)
+			continue;
+		if (TRIGGER_FOR_INSERT(type))
+		{
+			td->trig_insert_before_row |= TRIGGER_FOR_BEFORE(type);
+			td->trig_insert_after_row |= TRIGGER_FOR_AFTER(type);
+			td->trig_insert_instead_row |= TRIGGER_FOR_INSTEAD(type);
+		}
+		if (TRIGGER_FOR_UPDATE(type))
+		{
+			td->trig_update_before_row |= TRIGGER_FOR_BEFORE(type);
+			td->trig_update_after_row |= TRIGGER_FOR_AFTER(type);
+			td->trig_update_instead_row |= TRIGGER_FOR_INSTEAD(type);
+		}
+		if (TRIGGER_FOR_DELETE(type))
+		{
+			td->trig_delete_before_row |= TRIGGER_FOR_BEFORE(type);
+			td->trig_delete_after_row |= TRIGGER_FOR_AFTER(type);
+			td->trig_delete_instead_row |= TRIGGER_FOR_INSTEAD(type);
+		}
+	}
+}
+#endif
+
+static void
+guards_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+
+#if PG_VERSION_NUM >= 140000
+	if (guard_skip_text != NULL && queryDesc->sourceText == guard_skip_text &&
+		idemjob_trusted_depth > 0 && queryDesc->estate != NULL)
+	{
+		ListCell   *lc;
+
+		foreach(lc, queryDesc->estate->es_opened_result_relations)
+			skip_guards((ResultRelInfo *) lfirst(lc));
+	}
+#endif
+}
+
+void
+ij_guards_init(void)
+{
+	CacheRegisterSyscacheCallback(PROCOID, guard_oids_callback, (Datum) 0);
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = guards_executor_start;
 }
 
 /*

@@ -254,3 +254,71 @@ INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, provider, state
 	VALUES ('01a23729-5c23-7683-afae-79918f3848fc', 'guards', 'msg-2', 'charge', 'default', 'succeeded', 1, 1);
 TRUNCATE idemjob.jobs CASCADE;
 \set VERBOSITY sqlstate
+
+--
+-- 8. The extension's own statements do not call the guards (they would
+-- return at once on the trusted path); every other statement does, and
+-- every other trigger still fires for the extension's statements.
+-- Counted with track_functions, each block in one transaction (the counts
+-- are those not yet sent to the statistics system, which a backend does
+-- only between transactions; pg_stat_force_next_flush() empties them).
+--
+SET track_functions = 'all';
+CREATE TEMP TABLE fired (tg text);
+CREATE FUNCTION pg_temp.dba_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO fired VALUES (TG_NAME || ' ' || TG_WHEN || ' ' || TG_OP);
+	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+CREATE VIEW pg_temp.guard_calls AS
+	SELECT f.funcname, coalesce(s.calls, 0) AS calls
+	FROM unnest('{jobs_guard,attempts_guard,race_log_guard,contracts_guard,certifications_guard,spent_keys_guard}'::name[]) f(funcname)
+	LEFT JOIN pg_stat_xact_user_functions s
+		ON s.schemaname = 'idemjob' AND s.funcname = f.funcname
+	ORDER BY 1;
+SELECT pg_stat_force_next_flush();
+BEGIN;
+-- a whole life through the functions: submit, start, unknown, a result
+-- that wins, a late one that loses, a failed job, a cancelled one
+SELECT job_id AS oj FROM idemjob.submit('guards', 'own-1', 'charge', '{}') \gset
+SELECT id AS o1 FROM idemjob.start_attempt(:'oj') \gset
+SELECT state FROM idemjob.mark_unknown(:'o1', 'timeout');
+SELECT state FROM idemjob.cancel_attempt(:'o1', 'gave up', fence => true);
+SELECT id AS o2 FROM idemjob.start_attempt(:'oj') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'o2', '{"n": 2}');
+SELECT outcome FROM idemjob.complete_attempt(:'o1', '{"n": 1}');
+SELECT job_id AS fj FROM idemjob.submit('guards', 'own-2', 'charge', '{}', max_attempts => 1) \gset
+SELECT id AS f1 FROM idemjob.start_attempt(:'fj') \gset
+SELECT state FROM idemjob.fail_attempt(:'f1', '{"e": 1}', false);
+SELECT state FROM idemjob.cancel_job((SELECT job_id FROM idemjob.submit('guards', 'own-3', 'charge', '{}')), 'test');
+SELECT created FROM idemjob.submit('guards', 'own-6', 'own-claim', '{}');
+SELECT attempt_id AS c1 FROM idemjob.claim('w', intents => '{own-claim}') \gset
+SELECT count(*) FROM idemjob.heartbeat(:'c1');
+SELECT outcome FROM idemjob.complete_attempt(:'c1', '{}');
+SELECT * FROM pg_temp.guard_calls;
+-- raw DML calls them: a no-op update of each table's row
+UPDATE idemjob.jobs SET version = version WHERE id = :'oj';
+UPDATE idemjob.attempts SET state = state WHERE id = :'o1';
+SELECT * FROM pg_temp.guard_calls;
+-- a trigger a DBA adds fires for the extension's statements as before
+CREATE TRIGGER dba_before BEFORE INSERT ON idemjob.jobs
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.dba_trigger();
+CREATE TRIGGER dba_after AFTER UPDATE ON idemjob.jobs
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.dba_trigger();
+SELECT job_id AS dj FROM idemjob.submit('guards', 'own-4', 'charge', '{}') \gset
+SELECT id AS d1 FROM idemjob.start_attempt(:'dj') \gset
+SELECT * FROM fired ORDER BY 1;
+SELECT * FROM pg_temp.guard_calls;
+ROLLBACK;
+-- an idemjob function that fails half-way leaves no statement unguarded
+-- (a refused statement's guard call is not counted: it ended in an error)
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT job_id AS ej FROM idemjob.submit('guards', 'own-5', 'charge', '{}') \gset
+SELECT pg_temp.try($$SELECT idemjob.submit('guards', 'own-5', 'charge', '{"other": 1}')$$);
+SELECT pg_temp.try(format('UPDATE idemjob.jobs SET state = %L WHERE id = %L', 'cancelled', :'ej'));
+UPDATE idemjob.jobs SET version = version WHERE id = :'ej';
+SELECT * FROM pg_temp.guard_calls;
+ROLLBACK;
+RESET track_functions;
