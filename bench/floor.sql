@@ -5,7 +5,11 @@
 -- copied into schema "floor" without the guard triggers and without the
 -- function layer.  The workloads in bench/workloads/floor/ do, in bare SQL,
 -- the database work a correct implementation needs; the distance between
--- them and the extension is the cost of the function layer.
+-- them and the extension is the cost of the function layer.  That work
+-- includes the notifications of the 1.1 contract (NOTIFY idemjob when a
+-- job becomes due, idemjob_done when one becomes final): the workloads
+-- send them with pg_notify() in the RETURNING list of the row that makes
+-- them due, so only when that row was written.
 --
 -- The one thing taken from the extension is its id generator: ids are
 -- time-ordered UUIDv7 in both (PostgreSQL 15 has no built-in uuidv7(); a

@@ -377,8 +377,9 @@ skip_guards(ResultRelInfo *rri)
 	{
 		Trigger    *t = &td->triggers[i];
 
-		if (TRIGGER_FOR_ROW(t->tgtype) && t->tgenabled != TRIGGER_DISABLED &&
-			is_guard_function(t->tgfoid))
+		/* internal: a foreign key's (the guards are CREATE TRIGGER's) */
+		if (!t->tgisinternal && TRIGGER_FOR_ROW(t->tgtype) &&
+			t->tgenabled != TRIGGER_DISABLED && is_guard_function(t->tgfoid))
 		{
 			t->tgenabled = TRIGGER_DISABLED;
 			found = true;

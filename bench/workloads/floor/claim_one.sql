@@ -18,7 +18,7 @@ WITH c AS (
   UPDATE floor.jobs SET state = 'succeeded', result = '{"ok": true}', completed_by = :attempt_id,
          version = version + 1, completed_at = now(), updated_at = now()
    WHERE id = :job_id AND version = :read_version AND completed_by IS NULL
-   RETURNING version),
+   RETURNING version, pg_notify('idemjob_done', id::text)),
 a AS (
   UPDATE floor.attempts SET state = 'succeeded', finished_at = now()
    WHERE id = :attempt_id AND state IN ('started', 'unknown', 'cancelled')

@@ -7,7 +7,7 @@
 INSERT INTO floor.jobs (owner_id, idempotency_key, intent, params, provider)
   VALUES (:o, :k, :intent, jsonb_build_object('amount', :k::bigint, 'currency', 'EUR'), 'default')
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-  RETURNING 1 AS created, id AS job_id, state, version \aset
+  RETURNING 1 AS created, id AS job_id, state, version, pg_notify('idemjob', :intent) \aset
 \if :created = 0
 -- the key exists: read the job and compare the request (a mismatch is IJ001)
 SELECT id AS job_id, state, version, result,
@@ -27,7 +27,7 @@ WITH c AS (
   UPDATE floor.jobs SET state = 'succeeded', result = :result, completed_by = :attempt_id,
          version = version + 1, completed_at = now(), updated_at = now()
    WHERE id = :job_id AND version = :read_version AND completed_by IS NULL
-   RETURNING version),
+   RETURNING version, pg_notify('idemjob_done', id::text)),
 a AS (
   UPDATE floor.attempts SET state = 'succeeded', finished_at = now()
    WHERE id = :attempt_id AND state IN ('started', 'unknown', 'cancelled')

@@ -9,7 +9,7 @@ WITH c AS (
   UPDATE floor.jobs SET state = 'succeeded', result = :result, completed_by = ('00000000-0000-7000-8000-' || :n)::uuid,
          version = version + 1, completed_at = now(), updated_at = now()
    WHERE id = ('00000000-0000-7000-8000-' || :j)::uuid AND version = 0 AND completed_by IS NULL
-   RETURNING version),
+   RETURNING version, pg_notify('idemjob_done', id::text)),
 a AS (
   UPDATE floor.attempts SET state = 'succeeded', finished_at = now()
    WHERE id = ('00000000-0000-7000-8000-' || :n)::uuid AND state IN ('started', 'unknown', 'cancelled')
