@@ -361,7 +361,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	Interval   *timeout = NULL;
 	Datum		deadline = (Datum) 0;
 	Datum		args[8];
-	char		nulls[8] = "        ";
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	Datum		result;
 
 	ij_require(fcinfo, 0, "job_id");

@@ -240,7 +240,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	Tuplestorestate *ts;
 	TupleDesc	tupdesc;
 	Datum		args[7];
-	char		nulls[7] = "       ";
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	IjPlan	   *plan;
 	int			n;
 	int			i;
@@ -365,7 +365,7 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 	IjAttempt	a;
 	Interval   *extend;
 	Datum		args[2];
-	char		nulls[2] = "  ";
+	char		nulls[2] = {' ', ' '};
 	Datum		result;
 
 	ij_require(fcinfo, 0, "attempt_id");

@@ -435,7 +435,7 @@ idemjob_certify_provider(PG_FUNCTION_ARGS)
 	text	   *provider;
 	Jsonb	   *evidence;
 	Datum		args[4];
-	char		nulls[4] = "    ";
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	Datum		result;
 
 	ij_require(fcinfo, 0, "intent");

@@ -224,11 +224,7 @@ _PG_init(void)
 							   GUC_LIST_INPUT,
 							   NULL, NULL, NULL);
 
-#if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idemjob");
-#else
-	EmitWarningsOnPlaceholders("idemjob");
-#endif
 
 	ij_contracts_init();
 	ij_rights_init();

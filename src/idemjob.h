@@ -18,6 +18,8 @@
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
+#include "compat.h"
+
 /*
  * SQLSTATEs.  Clients in every language switch on these; they are defined
  * here and nowhere else, with the names ../shared/CONTRACT.md gives them.

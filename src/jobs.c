@@ -120,7 +120,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 	text	   *provider;
 	Jsonb	   *params;
 	Datum		args[9];
-	char		nulls[9] = "         ";
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	bool		due;
 	Datum		out[5];
 	bool		outnull[5] = {false, false, false, false, true};

@@ -211,13 +211,11 @@ json_member(const char *json, const char *key)
 	 * take '{"sub":"alice"' or '{"sub" "alice"}'; PostgreSQL's parser
 	 * checks the syntax first (and the stack depth as it recurses).
 	 */
-	lex = makeJsonLexContextCstringLen((char *) json, strlen(json),
-									   GetDatabaseEncoding(), false);
+	lex = ij_json_lexer(json, strlen(json), false);
 	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
 		return NULL;
 
-	lex = makeJsonLexContextCstringLen((char *) json, strlen(json),
-									   GetDatabaseEncoding(), true);
+	lex = ij_json_lexer(json, strlen(json), true);
 
 	/* a walk over the tokens: a top-level object, its keys at depth 1 */
 	for (;;)

@@ -318,9 +318,7 @@ guards_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
  * nor one a trigger or a foreign key runs inside an idemjob function, has
  * that pointer.  Only the six guard functions are disabled (by OID, looked
  * up in schema idemjob); foreign keys, the contracts' statement trigger and
- * any trigger a DBA added still fire.  PostgreSQL 13 has no list of the
- * result relations a statement opened, so there the guards are called and
- * return, as before.
+ * any trigger a DBA added still fire.
  */
 static const char *const guard_functions[] = {
 	"jobs_guard", "attempts_guard", "race_log_guard", "contracts_guard",
@@ -363,7 +361,6 @@ is_guard_function(Oid foid)
 	return false;
 }
 
-#if PG_VERSION_NUM >= 140000
 static void
 skip_guards(ResultRelInfo *rri)
 {
@@ -426,7 +423,6 @@ skip_guards(ResultRelInfo *rri)
 		}
 	}
 }
-#endif
 
 static void
 guards_executor_start(QueryDesc *queryDesc, int eflags)
@@ -436,7 +432,6 @@ guards_executor_start(QueryDesc *queryDesc, int eflags)
 	else
 		standard_ExecutorStart(queryDesc, eflags);
 
-#if PG_VERSION_NUM >= 140000
 	if (guard_skip_text != NULL && queryDesc->sourceText == guard_skip_text &&
 		idemjob_trusted_depth > 0 && queryDesc->estate != NULL)
 	{
@@ -445,7 +440,6 @@ guards_executor_start(QueryDesc *queryDesc, int eflags)
 		foreach(lc, queryDesc->estate->es_opened_result_relations)
 			skip_guards((ResultRelInfo *) lfirst(lc));
 	}
-#endif
 }
 
 void

@@ -12,8 +12,9 @@ set -euo pipefail
 PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
 export PG_CONFIG=$PG_BIN/pg_config
 
-# packages needed to build, test and run the scenario
-IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+# packages needed to build, test and run the scenario (a caller may name
+# fewer: test/versions/inside.sh)
+[ -n "${IDEMJOB_PACKAGES:-}" ] || IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
 	postgresql-contrib postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
 	libipc-run-perl libtest-json-schema-acceptance-perl libjson-perl
 	postgresql-$PG_MAJOR-cron build-essential pgbouncer
@@ -85,4 +86,56 @@ ij_as_postgres() {
 	else
 		"$@"
 	fi
+}
+
+# --- stages: test/run-tests.sh and test/versions/inside.sh
+
+ij_passed=0
+ij_failed=0
+ij_failed_names=()
+
+# ij_stage NAME COMMAND...: run one stage, print its result and time
+ij_stage() {
+	local name=$1
+	shift
+	ij_log "$name"
+	local t0=$SECONDS
+	if "$@"; then
+		ij_passed=$((ij_passed + 1))
+		echo "--- $name: ok ($((SECONDS - t0))s)"
+	else
+		ij_failed=$((ij_failed + 1))
+		ij_failed_names+=("$name")
+		echo "--- $name: FAILED ($((SECONDS - t0))s)"
+	fi
+}
+
+# ij_stages_summary: the closing line; non-zero if any stage failed
+ij_stages_summary() {
+	echo
+	echo "stages: $ij_passed passed, $ij_failed failed"
+	if [ "$ij_failed" -gt 0 ]; then
+		printf 'failed: %s\n' "${ij_failed_names[@]}"
+		return 1
+	fi
+}
+
+# the pg_regress suite and the isolation specs
+ij_regress() {
+	rm -rf results output_iso regression.diffs regression.out
+	if make -s installcheck PG_CONFIG="$PG_CONFIG"; then
+		return 0
+	fi
+	cat regression.diffs output_iso/regression.diffs 2>/dev/null | head -300
+	return 1
+}
+
+# ij_fresh_db NAME: a new database with the extension
+ij_fresh_db() {
+	psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" &&
+		psql -Xq -d "$1" -c "CREATE EXTENSION idemjob"
+}
+
+ij_pgtap() {
+	ij_fresh_db idemjob_tap && pg_prove -d idemjob_tap test/pgtap/*.sql
 }
