@@ -31,6 +31,8 @@ ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 # -Wno-unused-parameter: PostgreSQL's own headers do not build clean without it
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
+# the library knows the version of the SQL objects it works on (rights.c)
+PG_CPPFLAGS = -DIDEMJOB_VERSION=\"$(EXTVERSION)\"
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

@@ -199,14 +199,24 @@ static IjPlan set_attempt_state = {
 	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL, 0
 };
 
+/*
+ * Expiry passes over attempts whose rows another transaction holds (a
+ * worker in the middle of a heartbeat or a result, in an open transaction):
+ * the next round takes them, and one held row never stops expiry for every
+ * other tenant.
+ */
 static IjPlan expire = {
 	"WITH x AS ("
 	"  UPDATE idemjob.attempts"
 	"  SET state = 'unknown'::idemjob.attempt_state, unknown_at = pg_catalog.now(),"
 	"  error = '{\"code\": \"unknown\", \"reason\": \"deadline\"}'::pg_catalog.jsonb"
-	"  WHERE state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
-	"  AND deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
-	"  AND ($1::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $1)"
+	"  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"   SELECT l.id FROM idemjob.attempts l"
+	"   WHERE l.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
+	"   AND l.deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
+	"   AND ($1::pg_catalog.text IS NULL OR l.owner_id OPERATOR(pg_catalog.=) $1)"
+	"   FOR UPDATE SKIP LOCKED))"
+	"  AND state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
 	"  RETURNING job_id),"
 	" y AS ("
 	"  UPDATE idemjob.jobs j SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
@@ -651,14 +661,20 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 Datum
 idemjob_expire_attempts(PG_FUNCTION_ARGS)
 {
-	int32		n;
+	/* a bound caller: its own only */
+	PG_RETURN_INT32(ij_expire_attempts(ij_bound_owner()));
+}
 
-	text	   *bound = ij_bound_owner();	/* a bound caller: its own only */
-	Datum		arg = PointerGetDatum(bound);
+/* expire_attempts() for owner (NULL: every owner); the sweeper calls it */
+int32
+ij_expire_attempts(text *owner)
+{
+	int32		n;
+	Datum		arg = PointerGetDatum(owner);
 
 	ij_connect();
-	ij_exec(&expire, &arg, bound ? NULL : "n");
+	ij_exec(&expire, &arg, owner ? NULL : "n");
 	n = DatumGetInt32(ij_col_nn(0, 1));
 	ij_finish();
-	PG_RETURN_INT32(n);
+	return n;
 }

@@ -10,8 +10,10 @@
  *
  * The trusted-path depth (idemjob_trusted_depth) is raised by the SQL
  * functions around their own DML so that the row guards in triggers.c do
- * not check a transition twice.  It is backend-local and reset whenever a
- * (sub)transaction aborts, so an error can never leave it raised.
+ * not check a transition twice.  It is backend-local, raised and lowered
+ * with the switch to the extension's owner (rights.c), and brought back to
+ * that depth whenever a (sub)transaction aborts, so an error can never
+ * leave it raised.
  *
  * src/idemjob.c
  *
@@ -69,9 +71,9 @@ idemjob_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
+		ij_rights_abort(InvalidSubTransactionId);
 		idemjob_trusted_depth = 0;
 		guard_skip_text = NULL;
-		ij_rights_abort();
 	}
 }
 
@@ -81,9 +83,14 @@ idemjob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
-		idemjob_trusted_depth = 0;
+		/*
+		 * Only the levels opened in the aborted subtransaction end: an
+		 * idemjob function around it (whose statement fired a trigger with
+		 * an EXCEPTION block) is still running, trusted, as its owner.
+		 */
+		ij_rights_abort(mySubid);
+		idemjob_trusted_depth = ij_switch_depth();
 		guard_skip_text = NULL;
-		ij_rights_abort();
 	}
 }
 

@@ -64,7 +64,8 @@ extern int	idemjob_trusted_depth;
  * to it), and the owner binding.
  */
 extern void ij_rights_init(void);
-extern void ij_rights_abort(void);
+extern void ij_rights_abort(SubTransactionId subxact);
+extern int	ij_switch_depth(void);
 extern Oid	ij_extension_owner(void);
 extern void ij_switch_user(void);
 extern void ij_unswitch_user(void);
@@ -160,6 +161,7 @@ extern void ij_check_spent_key(text *owner_id, text *key, text *intent,
 
 /* claim.c, sweeper.c (and the retry policy and notifications, attempts.c) */
 extern void ij_sweeper_init(void);
+extern int32 ij_expire_attempts(text *owner);
 extern void ij_job_retry(Datum job_id, Jsonb *error);
 extern void ij_notify_due(const char *intent);
 extern void ij_notify_done(Datum job_id);

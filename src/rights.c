@@ -34,15 +34,22 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/syscache.h"
@@ -55,13 +62,30 @@ PG_FUNCTION_INFO_V1(idemjob_owner_visible);
 
 char	   *idemjob_owner_binding = NULL;
 
-/* the owner of schema idemjob, looked up once, dropped when it changes */
+/*
+ * The extension's owner (pg_extension.extowner), looked up once and dropped
+ * when schema idemjob changes (its owner included): the lookup also checks
+ * that the schema belongs to that role.
+ */
 static Oid	owner_cache = InvalidOid;
 
-/* the user each nesting level of ij_connect() switched away from */
+/*
+ * One level of ij_switch_user(): the user and security context it switched
+ * away from, the GUC nesting level it opened for the pinned search_path, and
+ * the subtransaction it was made in.  A subtransaction abort drops the
+ * levels made in that subtransaction and below it, and only those: the
+ * levels of an idemjob function still running around it (a DBA's trigger
+ * with an EXCEPTION block, fired by one of the function's statements) stay.
+ */
 #define MAX_SWITCH_DEPTH 64
-static Oid	saved_user[MAX_SWITCH_DEPTH];
-static int	saved_sec[MAX_SWITCH_DEPTH];
+typedef struct SwitchLevel
+{
+	Oid			user;
+	int			sec;
+	int			guc_level;
+	SubTransactionId subxact;
+} SwitchLevel;
+static SwitchLevel levels[MAX_SWITCH_DEPTH];
 static int	switch_depth = 0;
 
 static void
@@ -76,11 +100,26 @@ ij_rights_init(void)
 	CacheRegisterSyscacheCallback(NAMESPACEOID, owner_inval_callback, (Datum) 0);
 }
 
-/* a (sub)transaction abort restored the user; forget what was saved */
+/*
+ * A (sub)transaction abort restored the user, the security context and the
+ * settings of the levels it ends (PostgreSQL does that); forget them.
+ * subxact is the aborting subtransaction, or InvalidSubTransactionId for
+ * the whole transaction.
+ */
 void
-ij_rights_abort(void)
+ij_rights_abort(SubTransactionId subxact)
 {
-	switch_depth = 0;
+	while (switch_depth > 0 &&
+		   (subxact == InvalidSubTransactionId ||
+			levels[switch_depth - 1].subxact >= subxact))
+		switch_depth--;
+}
+
+/* how many ij_switch_user() levels are open */
+int
+ij_switch_depth(void)
+{
+	return switch_depth;
 }
 
 Oid
@@ -89,43 +128,130 @@ ij_extension_owner(void)
 	if (!OidIsValid(owner_cache))
 	{
 		Oid			nsp = get_namespace_oid("idemjob", false);
-		HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+		Oid			ext = get_extension_oid("idemjob", false);
+		Oid			extowner = InvalidOid;
+		char	   *version = NULL;
+		Oid			nspowner;
+		HeapTuple	tup;
+		Relation	rel;
+		ScanKeyData key;
+		SysScanDesc scan;
 
+		tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
 		if (!HeapTupleIsValid(tup))
 			elog(ERROR, "cache lookup failed for namespace %u", nsp);
-		owner_cache = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+		nspowner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
 		ReleaseSysCache(tup);
+
+		rel = table_open(ExtensionRelationId, AccessShareLock);
+		ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(ext));
+		scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+		tup = systable_getnext(scan);
+		if (HeapTupleIsValid(tup))
+		{
+			bool		isnull;
+			Datum		v = heap_getattr(tup, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
+
+			extowner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+			if (!isnull)
+				version = TextDatumGetCString(v);
+		}
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
+		if (!OidIsValid(extowner))
+			elog(ERROR, "could not find extension idemjob");
+
+		/*
+		 * The library works on the objects of its own version only: a
+		 * library newer than the SQL objects (installed over an older
+		 * version, or after pg_upgrade) would run its statements against
+		 * tables and functions that lack what they need.  The extension's
+		 * own scripts may call it while they bring the objects up to date;
+		 * that answer is not kept.
+		 */
+		if (version == NULL || strcmp(version, IDEMJOB_VERSION) != 0)
+		{
+			if (creating_extension && CurrentExtensionObject == ext)
+				return extowner;
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("extension idemjob is installed at version %s, but its library is version %s",
+							version ? version : "?", IDEMJOB_VERSION),
+					 errhint("Run ALTER EXTENSION idemjob UPDATE in this database (or install idemjob %s's library).",
+							 version ? version : "?")));
+		}
+
+		/*
+		 * The functions run as the extension's owner; a schema owned by
+		 * anyone else (made before CREATE EXTENSION by a role with CREATE on
+		 * the database, or given away later) could hold objects that role
+		 * planted.
+		 */
+		if (nspowner != extowner)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("schema idemjob is owned by role \"%s\", not by the owner of extension idemjob (\"%s\")",
+							GetUserNameFromId(nspowner, true),
+							GetUserNameFromId(extowner, true)),
+					 errhint("A superuser must give the schema back: ALTER SCHEMA idemjob OWNER TO %s.",
+							 quote_identifier(GetUserNameFromId(extowner, true)))));
+		owner_cache = extowner;
 	}
 	return owner_cache;
 }
 
-/* switch to the extension's owner; ij_unswitch_user() goes back */
+/*
+ * Switch to the extension's owner; ij_unswitch_user() goes back.
+ *
+ * The owner's code runs as PostgreSQL runs a table owner's code in its own
+ * maintenance commands: a security-restricted operation (no temporary
+ * table, no SET ROLE, no LISTEN, nothing left for after it), with
+ * search_path pinned to pg_catalog and pg_temp last, so that no object or
+ * setting of the caller's reaches anything that runs inside, a trigger a
+ * DBA put on these tables included.
+ */
 void
 ij_switch_user(void)
 {
 	Oid			owner = ij_extension_owner();
+	SwitchLevel *l;
 
 	if (switch_depth >= MAX_SWITCH_DEPTH)
-		elog(ERROR, "idemjob functions nested too deeply");
-	GetUserIdAndSecContext(&saved_user[switch_depth], &saved_sec[switch_depth]);
-	SetUserIdAndSecContext(owner,
-						   saved_sec[switch_depth] | SECURITY_LOCAL_USERID_CHANGE);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("idemjob functions nested too deeply")));
+	l = &levels[switch_depth];
+	GetUserIdAndSecContext(&l->user, &l->sec);
+	l->subxact = GetCurrentSubTransactionId();
+	SetUserIdAndSecContext(owner, l->sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	l->guc_level = NewGUCNestLevel();
 	switch_depth++;
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 }
 
 void
 ij_unswitch_user(void)
 {
-	Assert(switch_depth > 0);
+	SwitchLevel *l;
+
+	if (switch_depth <= 0)
+		elog(ERROR, "idemjob: user switch stack is empty");
 	switch_depth--;
-	SetUserIdAndSecContext(saved_user[switch_depth], saved_sec[switch_depth]);
+	l = &levels[switch_depth];
+	AtEOXact_GUC(true, l->guc_level);
+	SetUserIdAndSecContext(l->user, l->sec);
 }
 
 /* the role that called the outermost idemjob function */
 Oid
 ij_caller(void)
 {
-	return switch_depth > 0 ? saved_user[0] : GetUserId();
+	return switch_depth > 0 ? levels[0].user : GetUserId();
 }
 
 /*

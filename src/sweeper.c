@@ -15,8 +15,8 @@
  * loops: sleep on its latch for the interval, serve interrupts and a
  * configuration reload, and run one round in a transaction of its own.  A
  * round does nothing while the server is in recovery or where the extension
- * is not installed.  expire_attempts() itself switches to the extension's
- * owner, as for any caller.  SIGTERM ends the worker (die); if it dies any
+ * is not installed; otherwise it switches to the extension's owner
+ * (pg_extension.extowner) and calls expire_attempts()'s C code directly.  SIGTERM ends the worker (die); if it dies any
  * other way the postmaster starts it again after SWEEPER_RESTART_S seconds.
  * It shows in pg_stat_activity with backend_type "idemjob sweeper".
  *
@@ -28,7 +28,6 @@
 
 #include "access/xact.h"
 #include "commands/extension.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -101,11 +100,18 @@ ij_sweeper_init(void)
 	}
 }
 
-/* one round: expire_attempts() in a transaction of its own */
+/*
+ * One round: expire_attempts() in a transaction of its own, as the
+ * extension's owner.  The C function is called, not a name: schema idemjob
+ * is the owner's (ij_extension_owner() checks it), but the worker connects
+ * as the bootstrap superuser, and no object anyone put anywhere runs with
+ * those rights.
+ */
 static void
 sweep(void)
 {
-	const char *sql = "SELECT idemjob.expire_attempts()";
+	Oid			save_user;
+	int			save_sec;
 
 	if (RecoveryInProgress())
 		return;
@@ -116,12 +122,13 @@ sweep(void)
 
 	if (OidIsValid(get_extension_oid("idemjob", true)))
 	{
-		pgstat_report_activity(STATE_RUNNING, sql);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "\"%s\" failed", sql);
-		SPI_finish();
+		pgstat_report_activity(STATE_RUNNING, "idemjob sweeper: expire_attempts()");
+		GetUserIdAndSecContext(&save_user, &save_sec);
+		SetUserIdAndSecContext(ij_extension_owner(),
+							   save_sec | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		(void) ij_expire_attempts(NULL);
+		SetUserIdAndSecContext(save_user, save_sec);
 	}
 
 	PopActiveSnapshot();

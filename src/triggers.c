@@ -72,6 +72,7 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
@@ -424,9 +425,41 @@ skip_guards(ResultRelInfo *rri)
 	}
 }
 
+/*
+ * Inside an idemjob function, a statement that is not the function's own
+ * (a DBA's trigger, a rule, a foreign key check) may not reach a temporary
+ * table.  The pinned search_path lists pg_temp last, and PostgreSQL still
+ * searches it for relations: a trigger naming a table without its schema
+ * would otherwise find the caller's temporary table of that name, whose own
+ * triggers and rules, the caller's code, would run as the extension's owner.
+ */
+static void
+refuse_temp_relations(PlannedStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->rtable)
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) lfirst(lc);
+
+		if (rte->rtekind == RTE_RELATION &&
+			get_rel_persistence(rte->relid) == RELPERSISTENCE_TEMP)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("temporary table \"%s\" cannot be used while idemjob runs as its owner",
+							get_rel_name(rte->relid)),
+					 errdetail("A trigger or rule on idemjob's tables reached a temporary table of the calling session."),
+					 errhint("Name every table in such a trigger with its schema.")));
+	}
+}
+
 static void
 guards_executor_start(QueryDesc *queryDesc, int eflags)
 {
+	if (idemjob_trusted_depth > 0 && queryDesc->sourceText != guard_skip_text &&
+		queryDesc->plannedstmt != NULL)
+		refuse_temp_relations(queryDesc->plannedstmt);
+
 	if (prev_executor_start)
 		prev_executor_start(queryDesc, eflags);
 	else

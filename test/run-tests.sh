@@ -27,6 +27,7 @@ ij_stage "pg_regress and isolation (make installcheck)" ij_regress
 ij_stage "pgTAP (pg_prove)" ij_pgtap
 ij_stage "dump and restore (pg_dump -Fp | psql, pg_dump -Fc + pg_restore)" bash test/dump/run.sh
 ij_stage "upgrade from 1.0 (ALTER EXTENSION UPDATE, whole suite on the result)" bash test/upgrade/run.sh
+ij_stage "upgrade from 1.1 (rights left by a DBA, whole suite on the result)" bash test/upgrade/from_1_1.sh
 ij_stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite
 ij_stage "hostile-input battery" bash test/hostile/run.sh
 ij_stage "soak with history checker (short)" bash test/soak/run.sh --short

@@ -264,10 +264,12 @@ TRUNCATE idemjob.jobs CASCADE;
 -- only between transactions; pg_stat_force_next_flush() empties them).
 --
 SET track_functions = 'all';
-CREATE TEMP TABLE fired (tg text);
-CREATE FUNCTION pg_temp.dba_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+-- (a DBA's trigger names its tables with their schema: since 1.2 it runs
+-- with search_path pinned, and cannot reach a temporary table)
+CREATE TABLE public.guards_fired (tg text);
+CREATE FUNCTION public.guards_dba_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO fired VALUES (TG_NAME || ' ' || TG_WHEN || ' ' || TG_OP);
+	INSERT INTO public.guards_fired VALUES (TG_NAME || ' ' || TG_WHEN || ' ' || TG_OP);
 	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END
 $$;
@@ -303,14 +305,16 @@ UPDATE idemjob.attempts SET state = state WHERE id = :'o1';
 SELECT * FROM pg_temp.guard_calls;
 -- a trigger a DBA adds fires for the extension's statements as before
 CREATE TRIGGER dba_before BEFORE INSERT ON idemjob.jobs
-	FOR EACH ROW EXECUTE FUNCTION pg_temp.dba_trigger();
+	FOR EACH ROW EXECUTE FUNCTION public.guards_dba_trigger();
 CREATE TRIGGER dba_after AFTER UPDATE ON idemjob.jobs
-	FOR EACH ROW EXECUTE FUNCTION pg_temp.dba_trigger();
+	FOR EACH ROW EXECUTE FUNCTION public.guards_dba_trigger();
 SELECT job_id AS dj FROM idemjob.submit('guards', 'own-4', 'charge', '{}') \gset
 SELECT id AS d1 FROM idemjob.start_attempt(:'dj') \gset
-SELECT * FROM fired ORDER BY 1;
+SELECT * FROM public.guards_fired ORDER BY 1;
 SELECT * FROM pg_temp.guard_calls;
 ROLLBACK;
+DROP TABLE public.guards_fired;
+DROP FUNCTION public.guards_dba_trigger();
 -- an idemjob function that fails half-way leaves no statement unguarded
 -- (a refused statement's guard call is not counted: it ended in an error)
 SELECT pg_stat_force_next_flush();

@@ -8,7 +8,10 @@
 # sweeper_interval = 0 (on reload) stops it and a new interval starts it
 # again; pg_terminate_backend() of the sweeper and kill -9 of its process
 # (which takes the whole server through crash recovery) both end with a
-# sweeper running again, and sweeping.
+# sweeper running again, and sweeping; a row held in another session's open
+# transaction is passed over, not waited on; the sweeper runs as the
+# extension's owner (a role other than the superuser it connects as) and
+# calls expire_attempts()'s C code, not a function of that name.
 
 use strict;
 use warnings;
@@ -16,6 +19,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('sweeper',
 	port => $ENV{IDEMJOB_SWEEPER_PORT} // 5626);
@@ -127,6 +131,57 @@ ok($node->log_contains(qr/terminated by signal 9/, $log_offset),
 	'the server log shows the kill');
 $pid = sweeper_pid();
 swept(short_attempt('app'), 'the sweeper sweeps again after the crash');
+
+# a row a worker holds in an open transaction does not stop expiry for the
+# others (1.1 waited on it, and every tenant's attempts stayed started)
+my $held = short_attempt('app');
+my $free = short_attempt('app');
+my ($in, $out, $err) = ('', '', '');
+my $holder = IPC::Run::start(
+	[ 'psql', '-X', '-q', '-d', $node->connstr('app') ], \$in, \$out, \$err);
+$in .= "BEGIN; SELECT 1 FROM idemjob.attempts WHERE id = '$held' FOR UPDATE;\n";
+$holder->pump_nb;
+ok($node->poll_query_until('postgres', q{
+		SELECT count(*) = 1 FROM pg_stat_activity
+		WHERE datname = 'app' AND state = 'idle in transaction'}),
+	'another session holds one expired attempt\'s row');
+swept($free, 'the sweeper expires the others meanwhile (SKIP LOCKED)');
+like(state_of('app', $held), qr/^started running/, '... and passes over the held one');
+$in .= "COMMIT;\n\\q\n";
+$holder->finish;
+swept($held, 'the held attempt expires once its row is free');
+
+# The sweeper connects as the bootstrap superuser; it runs as the
+# extension's owner, and calls expire_attempts()'s C code, not whatever a
+# function of that name does.  An extension owned by another role, a DBA's
+# trigger that records who runs it, and the SQL function replaced by one
+# that would make that owner a superuser.
+$node->safe_psql('app', q{
+	CREATE ROLE ij_owner SUPERUSER;
+	DROP EXTENSION idemjob;
+	DROP SCHEMA idemjob;
+	SET ROLE ij_owner;
+	CREATE EXTENSION idemjob;
+	RESET ROLE;
+	ALTER ROLE ij_owner NOSUPERUSER;
+	CREATE TABLE public.sweep_who (who text, sess text);
+	GRANT INSERT ON public.sweep_who TO PUBLIC;
+	CREATE FUNCTION public.sweep_who() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO public.sweep_who VALUES (current_user, session_user);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER sweep_who AFTER UPDATE ON idemjob.attempts
+		FOR EACH ROW EXECUTE FUNCTION public.sweep_who();
+	CREATE OR REPLACE FUNCTION idemjob.expire_attempts() RETURNS integer
+		LANGUAGE sql AS $$ ALTER ROLE ij_owner SUPERUSER; SELECT 0 $$;
+});
+my $a9 = short_attempt('app');
+swept($a9, 'the sweeper expires with expire_attempts() replaced');
+is($node->safe_psql('app', 'SELECT DISTINCT who FROM public.sweep_who'),
+	'ij_owner', 'as the extension\'s owner, not the superuser it connects as');
+is($node->safe_psql('app', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'ij_owner'}),
+	'f', 'the replaced function never ran');
 
 # the server stops cleanly with the sweeper running (SIGTERM is served)
 $node->stop('fast');

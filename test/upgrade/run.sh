@@ -14,7 +14,7 @@
 #      and races in every state, contracts, certifications, a revoked one)
 #      and gives a role the grants the 1.0 README told DBAs to give;
 #   3. installs this tree again (make install), then on new connections runs
-#      ALTER EXTENSION idemjob UPDATE and checks: version 1.1, every 1.0 row
+#      ALTER EXTENSION idemjob UPDATE and checks: the control file's version, every 1.0 row
 #      unchanged on the 1.0 columns, the new columns filled as the upgrade
 #      script says, the role's table privileges taken back, and the upgraded
 #      jobs behave (replay, in doubt, fenced late result);
@@ -48,62 +48,13 @@ failed=0
 old_installed=0
 tmp=$(mktemp -d /tmp/idemjob-upgrade.XXXXXX)
 
-q() { "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1"
-	if [ -n "${2:-}" ]; then printf '%s\n' "$2" | head -40 | sed 's/^/       /'; fi
-}
-# check NAME DB SQL: passes when SQL answers exactly "t"
-check() {
-	local out
-	out=$(q -d "$2" -c "$3" 2>&1)
-	if [ "$out" = t ]; then ok "$1"; else not_ok "$1" "$out"; fi
-}
-die() {
-	failed=$((failed + 1))
-	echo "upgrade: $*" >&2
-	echo "upgrade: $passed checks passed, $failed failed"
-	exit 1
-}
-
-install_tree() {
-	make -s -C "$repo" PG_CONFIG="$PG_CONFIG" >"$tmp/make-current.log" 2>&1 &&
-		make -s -C "$repo" install PG_CONFIG="$PG_CONFIG" >>"$tmp/make-current.log" 2>&1
-}
-finish() {
-	if [ "$old_installed" = 1 ]; then
-		install_tree || cat "$tmp/make-current.log" >&2
-	fi
-	if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "upgrade: outputs kept in $tmp"; fi
-}
-trap finish EXIT
-trap 'exit 130' INT TERM	# so that finish() puts this tree back
+source "$here/lib.sh"
 
 # --- preflight
-git_() { git -c safe.directory="$repo" -C "$repo" "$@"; }
-git_ cat-file -e "$release^{commit}" 2>/dev/null ||
-	die "commit $release (release 1.0) is not in $repo's history (a shallow clone? fetch it with: git fetch --unshallow)"
-for d in "$pkglibdir" "$sharedir/extension"; do
-	[ -w "$d" ] || die "$d is not writable by $(id -un): run as root, or as the owner of the installation"
-done
-q -d postgres -c "SELECT 1" >/dev/null || die "no server (PGHOST=${PGHOST:-} PGPORT=${PGPORT:-})"
-[ "$(q -d postgres -c "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")" = t ] ||
-	die "PGUSER must be a superuser"
+preflight "$release"
 
 # --- 1. the released 1.0, built and installed
-echo "# building 1.0 from commit $release"
-mkdir "$tmp/v1.0"
-git_ archive "$release" | tar -x -C "$tmp/v1.0" || die "git archive $release failed"
-grep -q "default_version = '1.0'" "$tmp/v1.0/idemjob.control" || die "commit $release is not 1.0"
-# as released: without -Werror, which newer compilers would trip on in 1.0's
-# code (gcc 15's unterminated-string-initialization), not on this tree's
-make -s -C "$tmp/v1.0" PG_CONFIG="$PG_CONFIG" PG_CFLAGS="-Wall -Wno-unused-parameter" >"$tmp/make-1.0.log" 2>&1 ||
-	{ cat "$tmp/make-1.0.log" >&2; die "1.0 does not build"; }
-old_installed=1
-make -s -C "$tmp/v1.0" install PG_CONFIG="$PG_CONFIG" >>"$tmp/make-1.0.log" 2>&1 ||
-	{ cat "$tmp/make-1.0.log" >&2; die "1.0 does not install"; }
+install_release "$release" 1.0
 if cmp -s "$tmp/v1.0/idemjob.so" "$pkglibdir/idemjob.so" &&
 	cmp -s "$tmp/v1.0/sql/idemjob--1.0.sql" "$sharedir/extension/idemjob--1.0.sql" &&
 	cmp -s "$tmp/v1.0/idemjob.control" "$sharedir/extension/idemjob.control"; then
@@ -125,15 +76,6 @@ done
 q -d postgres -c "DROP ROLE IF EXISTS $app" -c "CREATE ROLE $app NOLOGIN" || die "cannot create role $app"
 grants_1_0="GRANT USAGE ON SCHEMA idemjob TO $app; GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA idemjob TO $app;"
 
-# the settings pg_regress gives the databases it creates
-regress_settings() {
-	q -d postgres -c "ALTER DATABASE $1 SET lc_messages TO 'C'" \
-		-c "ALTER DATABASE $1 SET lc_monetary TO 'C'" \
-		-c "ALTER DATABASE $1 SET lc_numeric TO 'C'" \
-		-c "ALTER DATABASE $1 SET lc_time TO 'C'" \
-		-c "ALTER DATABASE $1 SET bytea_output TO 'hex'" \
-		-c "ALTER DATABASE $1 SET timezone_abbreviations TO 'Default'"
-}
 
 q -d postgres -c "CREATE DATABASE $db TEMPLATE template0" &&
 	q -d $db -c "CREATE EXTENSION idemjob VERSION '1.0'" &&
@@ -185,7 +127,7 @@ else
 	not_ok "the update names the role whose privileges it took back" "$update_out"
 fi
 check "the extension is at version $default_version (the control file's)" $db \
-	"SELECT extversion = '$default_version' AND '$default_version' = '1.1' FROM pg_extension WHERE extname = 'idemjob'"
+	"SELECT extversion = '$default_version' FROM pg_extension WHERE extname = 'idemjob'"
 
 q -d $db -c "SELECT ij_check.snapshot('after')" >/dev/null || not_ok "snapshot after the update"
 check "every 1.0 row unchanged on the 1.0 columns (jobs, attempts, race_log, contracts, certifications)" $db \

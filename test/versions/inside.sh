@@ -30,6 +30,7 @@ ij_start_cluster "$IDEMJOB_TEST_PORT"
 ij_stage "PostgreSQL $PG_MAJOR: pg_regress and isolation (make installcheck)" ij_regress
 ij_stage "PostgreSQL $PG_MAJOR: pgTAP (pg_prove)" ij_pgtap
 ij_stage "PostgreSQL $PG_MAJOR: upgrade from 1.0" bash test/upgrade/run.sh
+ij_stage "PostgreSQL $PG_MAJOR: upgrade from 1.1" bash test/upgrade/from_1_1.sh
 ij_stage "PostgreSQL $PG_MAJOR: dump and restore" bash test/dump/run.sh
 if [ -n "${IJ_DUMP_SOURCE_HOST:-}" ]; then
 	ij_stage "PostgreSQL 15 dumped with $PG_MAJOR's pg_dump, restored on $PG_MAJOR" \

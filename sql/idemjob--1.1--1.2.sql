@@ -1,0 +1,127 @@
+/* sql/idemjob--1.1--1.2.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION idemjob UPDATE TO '1.2'" to load this file. \quit
+
+--
+-- CREATE EXTENSION idemjob runs idemjob--1.0.sql, idemjob--1.0--1.1.sql
+-- and this script; ALTER EXTENSION idemjob UPDATE runs what an installed
+-- version lacks.  Released scripts are never edited: what 1.2 changes is
+-- here.  Every name is qualified.
+--
+
+--
+-- The schema belongs to the extension's owner, and holds nothing the
+-- extension did not put there.  The functions run as that owner (and the
+-- sweeper calls them): a schema made before CREATE EXTENSION by a role
+-- with CREATE on the database, or given away later, could hold a function
+-- or operator that role planted.
+--
+DO $check$
+DECLARE
+	nsp pg_catalog.oid := pg_catalog.to_regnamespace('idemjob')::pg_catalog.oid;
+	ext pg_catalog.oid;
+	extowner pg_catalog.oid;
+	strays pg_catalog.text;
+BEGIN
+	SELECT e.oid, e.extowner INTO ext, extowner
+	FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'idemjob';
+	IF (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) nsp)
+		OPERATOR(pg_catalog.<>) extowner THEN
+		RAISE EXCEPTION 'schema idemjob is owned by role %, not by the role installing extension idemjob (%)',
+			(SELECT n.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) nsp),
+			extowner::pg_catalog.regrole
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'Drop that schema (or, for an installed extension, give it back with ALTER SCHEMA idemjob OWNER TO the extension''s owner) first.';
+	END IF;
+	SELECT pg_catalog.string_agg(o.what, ', ' ORDER BY o.what) INTO strays
+	FROM (SELECT pg_catalog.pg_describe_object('pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, 0) AS what,
+				 'pg_catalog.pg_proc'::pg_catalog.regclass AS cls, p.oid
+		  FROM pg_catalog.pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) nsp
+		  UNION ALL
+		  SELECT pg_catalog.pg_describe_object('pg_catalog.pg_operator'::pg_catalog.regclass, o.oid, 0),
+				 'pg_catalog.pg_operator'::pg_catalog.regclass, o.oid
+		  FROM pg_catalog.pg_operator o WHERE o.oprnamespace OPERATOR(pg_catalog.=) nsp
+		  UNION ALL
+		  SELECT pg_catalog.pg_describe_object('pg_catalog.pg_class'::pg_catalog.regclass, c.oid, 0),
+				 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid
+		  FROM pg_catalog.pg_class c WHERE c.relnamespace OPERATOR(pg_catalog.=) nsp
+			AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,m,f,p,S,c}'::"char"[])
+		  UNION ALL
+		  SELECT pg_catalog.pg_describe_object('pg_catalog.pg_type'::pg_catalog.regclass, t.oid, 0),
+				 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid
+		  FROM pg_catalog.pg_type t WHERE t.typnamespace OPERATOR(pg_catalog.=) nsp
+			AND t.typrelid OPERATOR(pg_catalog.=) 0 AND NOT EXISTS
+				(SELECT FROM pg_catalog.pg_type e WHERE e.typarray OPERATOR(pg_catalog.=) t.oid)
+		 ) o
+	WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+					  WHERE d.classid OPERATOR(pg_catalog.=) o.cls AND d.objid OPERATOR(pg_catalog.=) o.oid
+						AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+						AND d.refobjid OPERATOR(pg_catalog.=) ext
+						AND d.deptype OPERATOR(pg_catalog.=) 'e');
+	IF strays IS NOT NULL THEN
+		RAISE EXCEPTION 'schema idemjob holds objects that are not part of extension idemjob: %', strays
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'Move or drop them first: the extension''s functions run as its owner in this schema.';
+	END IF;
+END
+$check$;
+
+--
+-- Rights: exactly what the security model says.  Default privileges of the
+-- installing role (ALTER DEFAULT PRIVILEGES), grants made by hand and
+-- column-level grants are taken back from every role but the owner; then
+-- each capability recorded in idemjob.capabilities is granted again, and
+-- PUBLIC keeps EXECUTE on validate() and uuid_v7().  Role names are quoted
+-- once (%I on the name, never on regrole's already quoted text).
+--
+DO $rights$
+DECLARE
+	r record;
+	owner pg_catalog.oid := (SELECT e.extowner FROM pg_catalog.pg_extension e
+							 WHERE e.extname OPERATOR(pg_catalog.=) 'idemjob');
+	nsp pg_catalog.oid := pg_catalog.to_regnamespace('idemjob')::pg_catalog.oid;
+BEGIN
+	FOR r IN
+		SELECT DISTINCT c.oid::pg_catalog.regclass::pg_catalog.text AS obj,
+			   CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
+			   a.grantee
+		FROM pg_catalog.pg_class c
+		CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+		WHERE c.relnamespace OPERATOR(pg_catalog.=) nsp AND a.grantee OPERATOR(pg_catalog.<>) owner
+		UNION
+		SELECT DISTINCT c.oid::pg_catalog.regclass::pg_catalog.text, 'TABLE', a.grantee
+		FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_attribute att ON att.attrelid OPERATOR(pg_catalog.=) c.oid
+		CROSS JOIN LATERAL pg_catalog.aclexplode(att.attacl) a
+		WHERE c.relnamespace OPERATOR(pg_catalog.=) nsp AND a.grantee OPERATOR(pg_catalog.<>) owner
+		UNION
+		SELECT DISTINCT p.oid::pg_catalog.regprocedure::pg_catalog.text, 'FUNCTION', a.grantee
+		FROM pg_catalog.pg_proc p
+		CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+		WHERE p.pronamespace OPERATOR(pg_catalog.=) nsp AND a.grantee OPERATOR(pg_catalog.<>) owner
+		UNION
+		SELECT DISTINCT 'idemjob', 'SCHEMA', a.grantee
+		FROM pg_catalog.pg_namespace n
+		CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+		WHERE n.oid OPERATOR(pg_catalog.=) nsp AND a.grantee OPERATOR(pg_catalog.<>) owner
+		UNION
+		SELECT DISTINCT t.oid::pg_catalog.regtype::pg_catalog.text, 'TYPE', a.grantee
+		FROM pg_catalog.pg_type t
+		CROSS JOIN LATERAL pg_catalog.aclexplode(t.typacl) a
+		WHERE t.typnamespace OPERATOR(pg_catalog.=) nsp AND a.grantee OPERATOR(pg_catalog.<>) owner
+		  AND a.grantee OPERATOR(pg_catalog.<>) 0
+	LOOP
+		EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s', r.kind, r.obj,
+			CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+				 ELSE pg_catalog.quote_ident((SELECT a.rolname FROM pg_catalog.pg_authid a
+											  WHERE a.oid OPERATOR(pg_catalog.=) r.grantee)) END);
+	END LOOP;
+	-- (a type's USAGE for PUBLIC stays, as PostgreSQL's default gives it)
+	GRANT EXECUTE ON FUNCTION idemjob.validate(pg_catalog.jsonb, pg_catalog.jsonb) TO PUBLIC;
+	GRANT EXECUTE ON FUNCTION idemjob.uuid_v7() TO PUBLIC;
+	FOR r IN SELECT c.grantee, c.capability FROM idemjob.capabilities c LOOP
+		PERFORM idemjob.grant_capability(r.grantee, r.capability);
+	END LOOP;
+END
+$rights$;

@@ -1,0 +1,91 @@
+# test/upgrade/lib.sh: shared by test/upgrade/run.sh (from 1.0) and
+# test/upgrade/from_1_1.sh.  The caller sets here, repo, PG_CONFIG, PG_BIN,
+# tmp, passed, failed and old_installed, and names its checks' prefix in
+# $label (printed by die()).
+
+q() { "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+ok() { passed=$((passed + 1)); echo "ok   - $1"; }
+not_ok() {
+	failed=$((failed + 1))
+	echo "FAIL - $1"
+	if [ -n "${2:-}" ]; then printf '%s\n' "$2" | head -40 | sed 's/^/       /'; fi
+}
+# check NAME DB SQL: passes when SQL answers exactly "t"
+check() {
+	local out
+	out=$(q -d "$2" -c "$3" 2>&1)
+	if [ "$out" = t ]; then ok "$1"; else not_ok "$1" "$out"; fi
+}
+die() {
+	failed=$((failed + 1))
+	echo "${label:-upgrade}: $*" >&2
+	echo "${label:-upgrade}: $passed checks passed, $failed failed"
+	exit 1
+}
+
+install_tree() {
+	make -s -C "$repo" PG_CONFIG="$PG_CONFIG" >"$tmp/make-current.log" 2>&1 &&
+		make -s -C "$repo" install PG_CONFIG="$PG_CONFIG" >>"$tmp/make-current.log" 2>&1
+}
+finish() {
+	if [ "$old_installed" = 1 ]; then
+		install_tree || cat "$tmp/make-current.log" >&2
+	fi
+	if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "${label:-upgrade}: outputs kept in $tmp"; fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM	# so that finish() puts this tree back
+
+git_() { git -c safe.directory="$repo" -C "$repo" "$@"; }
+
+# preflight COMMIT: the release is in history, the installation writable,
+# the server up and PGUSER a superuser
+preflight() {
+	git_ cat-file -e "$1^{commit}" 2>/dev/null ||
+		die "commit $1 is not in $repo's history (a shallow clone? fetch it with: git fetch --unshallow)"
+	local d
+	for d in "$("$PG_CONFIG" --pkglibdir)" "$("$PG_CONFIG" --sharedir)/extension"; do
+		[ -w "$d" ] || die "$d is not writable by $(id -un): run as root, or as the owner of the installation"
+	done
+	q -d postgres -c "SELECT 1" >/dev/null || die "no server (PGHOST=${PGHOST:-} PGPORT=${PGPORT:-})"
+	[ "$(q -d postgres -c "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")" = t ] ||
+		die "PGUSER must be a superuser"
+}
+
+# install_release COMMIT VERSION: build a released version from git history
+# and install it (as released: without -Werror, which newer compilers trip
+# on in old code, e.g. gcc 15's unterminated-string-initialization)
+install_release() {
+	echo "# building $2 from commit $1"
+	mkdir "$tmp/v$2"
+	git_ archive "$1" | tar -x -C "$tmp/v$2" || die "git archive $1 failed"
+	grep -q "default_version = '$2'" "$tmp/v$2/idemjob.control" || die "commit $1 is not $2"
+	make -s -C "$tmp/v$2" PG_CONFIG="$PG_CONFIG" PG_CFLAGS="-Wall -Wno-unused-parameter" >"$tmp/make-$2.log" 2>&1 ||
+		{ cat "$tmp/make-$2.log" >&2; die "$2 does not build"; }
+	old_installed=1
+	make -s -C "$tmp/v$2" install PG_CONFIG="$PG_CONFIG" >>"$tmp/make-$2.log" 2>&1 ||
+		{ cat "$tmp/make-$2.log" >&2; die "$2 does not install"; }
+}
+
+# the settings pg_regress gives the databases it creates
+regress_settings() {
+	q -d postgres -c "ALTER DATABASE $1 SET lc_messages TO 'C'" \
+		-c "ALTER DATABASE $1 SET lc_monetary TO 'C'" \
+		-c "ALTER DATABASE $1 SET lc_numeric TO 'C'" \
+		-c "ALTER DATABASE $1 SET lc_time TO 'C'" \
+		-c "ALTER DATABASE $1 SET bytea_output TO 'hex'" \
+		-c "ALTER DATABASE $1 SET timezone_abbreviations TO 'Default'"
+}
+
+# run_regress DB OUTDIR: the whole pg_regress suite on an existing database
+run_regress() {
+	local conn_opts=() tests=()
+	[ -n "${PGHOST:-}" ] && conn_opts+=(--host="$PGHOST")
+	[ -n "${PGPORT:-}" ] && conn_opts+=(--port="$PGPORT")
+	[ -n "${PGUSER:-}" ] && conn_opts+=(--user="$PGUSER")
+	mapfile -t tests < <(cd "$repo/test/sql" && ls *.sql | sed 's/\.sql$//' | sort)
+	mkdir -p "$2"
+	"$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")/test/regress/pg_regress" \
+		--inputdir="$repo/test" --outputdir="$2" --bindir="$PG_BIN" "${conn_opts[@]}" \
+		--use-existing --dbname="$1" "${tests[@]}" >"$2/log" 2>&1
+}
