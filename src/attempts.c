@@ -291,15 +291,19 @@ ij_release_job(Datum job_id)
 void
 ij_notify_due(const char *intent)
 {
-	if (idemjob_notify)
+	if (idemjob_notify == IJ_NOTIFY_FULL)
 		Async_Notify("idemjob", intent);
+	else if (idemjob_notify == IJ_NOTIFY_WAKE)
+		Async_Notify("idemjob", "");
 }
 
 void
 ij_notify_done(Datum job_id)
 {
-	if (idemjob_notify)
+	if (idemjob_notify == IJ_NOTIFY_FULL)
 		Async_Notify("idemjob_done", ij_uuid_str(job_id));
+	else if (idemjob_notify == IJ_NOTIFY_WAKE)
+		Async_Notify("idemjob_done", "");
 }
 
 /*

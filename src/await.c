@@ -123,6 +123,7 @@ idemjob_await_job(PG_FUNCTION_ARGS)
 	else
 		timeout_us = ((int64) timeout->month * DAYS_PER_MONTH + timeout->day) *
 			USECS_PER_DAY + timeout->time;
+	timeout_us = ij_capped_wait(timeout_us);
 	end = GetCurrentTimestamp() + timeout_us;
 
 	ij_connect();

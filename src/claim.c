@@ -265,7 +265,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("argument \"wait\" must not be negative"),
 				 errhint("Pass '0' to answer at once.")));
-	wait_us = interval_usecs(wait);
+	wait_us = ij_capped_wait(interval_usecs(wait));
 	if (wait_us > 0 && IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -19,7 +19,8 @@
  * Any change to idemjob.contracts (through define_contract() or raw DML)
  * fires a statement trigger that sends a relcache invalidation for the
  * table; at commit every backend receives it and marks its cache stale,
- * and the next look-up drops it.
+ * and the next look-up drops it.  Every check reads the invalidations
+ * first, so a transaction open since before the commit sees it too.
  * The callback itself frees nothing: it can run in the middle of a check.
  *
  * A new contract version lapses the certifications made under older ones:
@@ -271,6 +272,14 @@ lookup_contract(const char *intent)
 bool
 ij_contracts_any(void)
 {
+	/*
+	 * A transaction that takes no new lock reads no invalidation: a worker
+	 * reporting a batch in one transaction would check every result against
+	 * the contract it had cached when the batch began.  I6 says the current
+	 * contract, so read them now (a look at a shared counter when there are
+	 * none).
+	 */
+	AcceptInvalidationMessages();
 	while (any_contract < 0 || cache == NULL || cache_stale)
 	{
 		Datum		list;

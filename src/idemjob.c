@@ -24,6 +24,7 @@
 #include "access/detoast.h"
 #include "access/xact.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -45,8 +46,25 @@ bool		idemjob_keep_dropped_results = false;
 int			idemjob_key_retention_s = 0;
 int			idemjob_purge_pause_ms = 0;
 int			idemjob_sweeper_interval_ms = 1000;
+int			idemjob_max_wait_ms = 60 * 1000;
+int			idemjob_max_payload_depth = 512;
 char	   *idemjob_sweeper_databases = NULL;
-bool		idemjob_notify = true;
+int			idemjob_notify = IJ_NOTIFY_WAKE;
+
+/* idemjob.notify; 1.1's boolean values keep their meaning */
+static const struct config_enum_entry notify_options[] = {
+	{"off", IJ_NOTIFY_OFF, false},
+	{"wake", IJ_NOTIFY_WAKE, false},
+	{"full", IJ_NOTIFY_FULL, false},
+	{"on", IJ_NOTIFY_FULL, true},
+	{"true", IJ_NOTIFY_FULL, true},
+	{"yes", IJ_NOTIFY_FULL, true},
+	{"1", IJ_NOTIFY_FULL, true},
+	{"false", IJ_NOTIFY_OFF, true},
+	{"no", IJ_NOTIFY_OFF, true},
+	{"0", IJ_NOTIFY_OFF, true},
+	{NULL, 0, false}
+};
 
 int			idemjob_trusted_depth = 0;
 
@@ -69,6 +87,10 @@ check_default_provider(char **newval, void **extra, GucSource source)
 static void
 idemjob_xact_callback(XactEvent event, void *arg)
 {
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+		ij_rowtypes_xact_end();
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
 		ij_rights_abort(InvalidSubTransactionId);
@@ -203,14 +225,35 @@ _PG_init(void)
 							   0,
 							   ij_check_owner_binding, NULL, NULL);
 
-	DefineCustomBoolVariable("idemjob.notify",
-							 "Send the notifications idemjob and idemjob_done at commit.",
-							 "Each notifying commit takes a cluster-wide lock; turn off where no client listens.",
+	DefineCustomEnumVariable("idemjob.notify",
+							 "Notifications idemjob and idemjob_done at commit: off, wake (no payload) or full.",
+							 "Any role that can connect can LISTEN, so only full sends intents and job ids; each notifying commit takes a cluster-wide lock.",
 							 &idemjob_notify,
-							 true,
+							 IJ_NOTIFY_WAKE,
+							 notify_options,
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.max_payload_depth",
+							"Deepest nesting of arrays and objects in a jsonb argument.",
+							"A restore parses every stored value again, with less stack: keep this far below what the server can parse.",
+							&idemjob_max_payload_depth,
+							512,
+							1, 100000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.max_wait",
+							"Longest wait of claim(wait) and await_job(timeout); longer ones end then.",
+							"A waiting call holds its snapshot for as long as it waits. 0: no call waits.",
+							&idemjob_max_wait_ms,
+							60 * 1000,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idemjob.sweeper_interval",
 							"How often the sweeper runs expire_attempts() (with idemjob in shared_preload_libraries).",
@@ -234,6 +277,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("idemjob");
 
 	ij_contracts_init();
+	ij_rowtypes_init();
 	ij_rights_init();
 	ij_guards_init();
 	RegisterXactCallback(idemjob_xact_callback, NULL);
@@ -245,17 +289,16 @@ _PG_init(void)
  * base + timeout, or 22023 naming the argument when that is past the end of
  * the timestamp range: an argument check, made before any id is looked up.
  */
-Datum
-ij_deadline_after(TimestampTz base, Interval *timeout, const char *name)
+static Datum
+shift_timestamp(TimestampTz base, Interval *by, bool add, const char *name)
 {
-	Datum		deadline = (Datum) 0;
+	Datum		t = (Datum) 0;
 	MemoryContext cxt = CurrentMemoryContext;
 
 	PG_TRY();
 	{
-		deadline = DirectFunctionCall2(timestamptz_pl_interval,
-									   TimestampTzGetDatum(base),
-									   IntervalPGetDatum(timeout));
+		t = DirectFunctionCall2(add ? timestamptz_pl_interval : timestamptz_mi_interval,
+								TimestampTzGetDatum(base), IntervalPGetDatum(by));
 	}
 	PG_CATCH();
 	{
@@ -265,10 +308,30 @@ ij_deadline_after(TimestampTz base, Interval *timeout, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("argument \"%s\" is too large", name),
-				 errdetail("The deadline would be past the end of the timestamp range.")));
+				 errdetail("The time it gives would be outside the timestamp range.")));
 	}
 	PG_END_TRY();
-	return deadline;
+	return t;
+}
+
+Datum
+ij_deadline_after(TimestampTz base, Interval *timeout, const char *name)
+{
+	return shift_timestamp(base, timeout, true, name);
+}
+
+/* base - age, or 22023 naming the argument when that is before the range */
+Datum
+ij_time_before(TimestampTz base, Interval *age, const char *name)
+{
+	return shift_timestamp(base, age, false, name);
+}
+
+/* a wait of wait_us, capped by idemjob.max_wait */
+int64
+ij_capped_wait(int64 wait_us)
+{
+	return Min(wait_us, (int64) idemjob_max_wait_ms * 1000);
 }
 
 /*
@@ -328,9 +391,47 @@ ij_check_payload(Datum jsonb_datum, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("argument \"%s\" is too large", name),
-				 errdetail("It is %zu bytes as jsonb; idemjob.max_payload_bytes is %d.",
+				 errdetail("It is %zu bytes; idemjob.max_payload_bytes is %d.",
 						   size, idemjob_max_payload_bytes),
 				 errhint("Store large payloads elsewhere and pass a reference.")));
+}
+
+/*
+ * 22023 when a jsonb value nests arrays and objects deeper than
+ * idemjob.max_payload_depth.  A restore parses every stored value again
+ * (COPY's jsonb_in recurses once per level, under whatever stack the
+ * restoring session has left), and one value too deep for it would empty
+ * the whole table: so nothing deeper than a restore can take is stored.
+ * Every level of nesting takes at least 8 bytes (a container's header and
+ * its entry in its parent), so a value smaller than 8 bytes a level is not
+ * walked at all.
+ */
+static void
+check_depth(Jsonb *jb, const char *name)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			depth = 0;
+
+	if (VARSIZE(jb) / 8 < (Size) idemjob_max_payload_depth)
+		return;
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (tok == WJB_BEGIN_ARRAY || tok == WJB_BEGIN_OBJECT)
+		{
+			if (++depth > idemjob_max_payload_depth)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("argument \"%s\" is nested too deeply", name),
+						 errdetail("It nests arrays and objects more than %d levels deep (idemjob.max_payload_depth).",
+								   idemjob_max_payload_depth)));
+		}
+		else if (tok == WJB_END_ARRAY || tok == WJB_END_OBJECT)
+			depth--;
+	}
 }
 
 /*
@@ -339,6 +440,8 @@ ij_check_payload(Datum jsonb_datum, const char *name)
 Jsonb *
 ij_jsonb_arg(FunctionCallInfo fcinfo, int argno, const char *name, bool nullable)
 {
+	Jsonb	   *jb;
+
 	if (PG_ARGISNULL(argno))
 	{
 		if (nullable)
@@ -346,7 +449,9 @@ ij_jsonb_arg(FunctionCallInfo fcinfo, int argno, const char *name, bool nullable
 		ij_require(fcinfo, argno, name);
 	}
 	ij_check_payload(PG_GETARG_DATUM(argno), name);
-	return PG_GETARG_JSONB_P(argno);
+	jb = PG_GETARG_JSONB_P(argno);
+	check_depth(jb, name);
+	return jb;
 }
 
 char *

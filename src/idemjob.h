@@ -50,7 +50,14 @@ extern int	idemjob_purge_pause_ms;
 extern char *idemjob_owner_binding;
 extern int	idemjob_sweeper_interval_ms;
 extern char *idemjob_sweeper_databases;
-extern bool idemjob_notify;
+/* idemjob.notify: since 1.2 no tenant data by default */
+#define IJ_NOTIFY_OFF	0
+#define IJ_NOTIFY_WAKE	1
+#define IJ_NOTIFY_FULL	2
+extern int	idemjob_notify;
+/* since 1.2 */
+extern int	idemjob_max_wait_ms;
+extern int	idemjob_max_payload_depth;
 
 /*
  * Trusted path.  While one of the extension's own functions changes its
@@ -69,6 +76,7 @@ extern int	ij_switch_depth(void);
 extern Oid	ij_extension_owner(void);
 extern void ij_switch_user(void);
 extern void ij_unswitch_user(void);
+extern void ij_pin_search_path(void);
 extern Oid	ij_caller(void);
 extern bool ij_check_owner_binding(char **newval, void **extra,
 								   GucSource source);
@@ -99,6 +107,8 @@ extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);
 extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
 extern TupleDesc ij_result_tupdesc(FunctionCallInfo fcinfo);
+extern void ij_rowtypes_init(void);
+extern void ij_rowtypes_xact_end(void);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
 extern void ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
@@ -111,6 +121,8 @@ extern Jsonb *ij_jsonb_arg(FunctionCallInfo fcinfo, int argno, const char *name,
 extern void ij_check_payload(Datum jsonb_datum, const char *name);
 extern Datum ij_deadline_after(TimestampTz base, Interval *timeout,
 								const char *name);
+extern Datum ij_time_before(TimestampTz base, Interval *age, const char *name);
+extern int64 ij_capped_wait(int64 wait_us);
 extern char *ij_uuid_str(Datum uuid);
 extern Datum ij_text_datum(const char *s);
 extern bool ij_text_eq(Datum a, text *b);

@@ -246,6 +246,7 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 
 	ij_require(fcinfo, 0, "job_id");
 	ij_require(fcinfo, 1, "reason");
+	ij_check_payload(PG_GETARG_DATUM(1), "reason");	/* capped as the others are */
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = PG_GETARG_DATUM(1);
 

@@ -48,6 +48,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
@@ -318,6 +319,9 @@ interval_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errdetail("It is %s.",
 						   DatumGetCString(DirectFunctionCall1(interval_out, arg))),
 				 errhint("Give how old a row must be to go, such as '30 days'.")));
+	/* now() - arg, as the statements compute it: 22023, not 22008 */
+	(void) ij_time_before(GetCurrentTransactionStartTimestamp(),
+						  DatumGetIntervalP(arg), name);
 	return arg;
 }
 

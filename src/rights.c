@@ -71,9 +71,9 @@ static Oid	owner_cache = InvalidOid;
 
 /*
  * One level of ij_switch_user(): the user and security context it switched
- * away from, the GUC nesting level it opened for the pinned search_path, and
- * the subtransaction it was made in.  A subtransaction abort drops the
- * levels made in that subtransaction and below it, and only those: the
+ * away from, the subtransaction it was made in, and whether it pinned the
+ * search_path (at which GUC nesting level).  A subtransaction abort drops
+ * the levels made in that subtransaction and below it, and only those: the
  * levels of an idemjob function still running around it (a DBA's trigger
  * with an EXCEPTION block, fired by one of the function's statements) stay.
  */
@@ -82,8 +82,9 @@ typedef struct SwitchLevel
 {
 	Oid			user;
 	int			sec;
-	int			guc_level;
 	SubTransactionId subxact;
+	bool		pinned;
+	int			guc_level;
 } SwitchLevel;
 static SwitchLevel levels[MAX_SWITCH_DEPTH];
 static int	switch_depth = 0;
@@ -207,10 +208,15 @@ ij_extension_owner(void)
  *
  * The owner's code runs as PostgreSQL runs a table owner's code in its own
  * maintenance commands: a security-restricted operation (no temporary
- * table, no SET ROLE, no LISTEN, nothing left for after it), with
- * search_path pinned to pg_catalog and pg_temp last, so that no object or
- * setting of the caller's reaches anything that runs inside, a trigger a
- * DBA put on these tables included.
+ * table, no SET ROLE, no LISTEN, nothing left for after it), and, for any
+ * code that is not the extension's own, with search_path pinned to
+ * pg_catalog and pg_temp last, so that no object or setting of the
+ * caller's reaches it.  The extension's own statements name everything
+ * with its schema and need no search_path; the only other code that runs
+ * inside is a trigger (or a rule's action) a DBA put on the tables, so the
+ * executor hook (triggers.c) pins the path, once per level, when a
+ * statement inside is about to fire one: a call that fires none pays no
+ * GUC nesting level.
  */
 void
 ij_switch_user(void)
@@ -225,10 +231,25 @@ ij_switch_user(void)
 	l = &levels[switch_depth];
 	GetUserIdAndSecContext(&l->user, &l->sec);
 	l->subxact = GetCurrentSubTransactionId();
+	l->pinned = false;
 	SetUserIdAndSecContext(owner, l->sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
-	l->guc_level = NewGUCNestLevel();
 	switch_depth++;
+}
+
+/* pin search_path to pg_catalog, pg_temp until this level ends */
+void
+ij_pin_search_path(void)
+{
+	SwitchLevel *l;
+
+	if (switch_depth <= 0)
+		return;
+	l = &levels[switch_depth - 1];
+	if (l->pinned)
+		return;
+	l->guc_level = NewGUCNestLevel();
+	l->pinned = true;
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
@@ -243,7 +264,8 @@ ij_unswitch_user(void)
 		elog(ERROR, "idemjob: user switch stack is empty");
 	switch_depth--;
 	l = &levels[switch_depth];
-	AtEOXact_GUC(true, l->guc_level);
+	if (l->pinned)
+		AtEOXact_GUC(true, l->guc_level);
 	SetUserIdAndSecContext(l->user, l->sec);
 }
 

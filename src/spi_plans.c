@@ -38,6 +38,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/tuplestore.h"
@@ -120,29 +121,80 @@ ij_col_nn(int row, int col)
 }
 
 /*
- * The calling function's result row type, blessed, kept for the life of the
- * backend.  get_call_result_type() rebuilds it from pg_proc on every call
+ * The calling function's result row type, blessed, kept until a relation
+ * changes.  get_call_result_type() rebuilds it from pg_proc on every call
  * (for RETURNS TABLE, by decoding the argument arrays), which costs as much
- * as a small query; the cache is keyed by function OID, so a re-created
- * extension gets new entries.
+ * as a small query.  The cache is keyed by function OID, so a re-created
+ * extension gets new entries; any relcache invalidation (an ALTER TABLE of
+ * idemjob.jobs or attempts, whose row types several functions return, by
+ * the DBA or by ALTER EXTENSION UPDATE in another session) empties it, so a
+ * connection open across the change does not build rows with the old
+ * column count.  The descriptors it held may be in use by a call in
+ * progress (the invalidation can arrive while one waits for a lock), so
+ * they are freed at the end of the transaction.
  */
+static struct
+{
+	Oid			fn_oid;
+	TupleDesc	tupdesc;
+}			rowtypes[16];
+static int	nrowtypes = 0;
+static bool rowtypes_stale = false;
+static List *rowtypes_dead = NIL;	/* in TopMemoryContext */
+
+static void
+rowtypes_inval_callback(Datum arg, Oid relid)
+{
+	rowtypes_stale = true;
+}
+
+void
+ij_rowtypes_init(void)
+{
+	CacheRegisterRelcacheCallback(rowtypes_inval_callback, (Datum) 0);
+}
+
+/* at the end of every transaction: free the descriptors dropped in it */
+void
+ij_rowtypes_xact_end(void)
+{
+	ListCell   *lc;
+
+	if (rowtypes_dead == NIL)
+		return;
+	foreach(lc, rowtypes_dead)
+		FreeTupleDesc((TupleDesc) lfirst(lc));
+	list_free(rowtypes_dead);
+	rowtypes_dead = NIL;
+}
+
+/* forget every cached row type; free them at the end of the transaction */
+static void
+rowtypes_drop(void)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	int			i;
+
+	for (i = 0; i < nrowtypes; i++)
+		rowtypes_dead = lappend(rowtypes_dead, rowtypes[i].tupdesc);
+	MemoryContextSwitchTo(oldcxt);
+	nrowtypes = 0;
+	rowtypes_stale = false;
+}
+
 TupleDesc
 ij_result_tupdesc(FunctionCallInfo fcinfo)
 {
-	static struct
-	{
-		Oid			fn_oid;
-		TupleDesc	tupdesc;
-	}			cache[16];
-	static int	ncached = 0;
 	Oid			fn_oid = fcinfo->flinfo->fn_oid;
 	TupleDesc	tupdesc;
 	MemoryContext oldcxt;
 	int			i;
 
-	for (i = 0; i < ncached; i++)
-		if (cache[i].fn_oid == fn_oid)
-			return cache[i].tupdesc;
+	if (rowtypes_stale || nrowtypes == lengthof(rowtypes))
+		rowtypes_drop();
+	for (i = 0; i < nrowtypes; i++)
+		if (rowtypes[i].fn_oid == fn_oid)
+			return rowtypes[i].tupdesc;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -150,11 +202,9 @@ ij_result_tupdesc(FunctionCallInfo fcinfo)
 	tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
 	MemoryContextSwitchTo(oldcxt);
 
-	if (ncached == lengthof(cache))
-		ncached = 0;			/* a re-installed extension: start over */
-	cache[ncached].fn_oid = fn_oid;
-	cache[ncached].tupdesc = tupdesc;
-	ncached++;
+	rowtypes[nrowtypes].fn_oid = fn_oid;
+	rowtypes[nrowtypes].tupdesc = tupdesc;
+	nrowtypes++;
 	return tupdesc;
 }
 

@@ -268,6 +268,11 @@ static IjPlan job_exists = {
 	1, {UUIDOID}, NULL, 0
 };
 
+static IjPlan job_owner = {
+	"SELECT owner_id FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}, NULL, 0
+};
+
 /* one firing of a guard, after the checks of where it fired */
 typedef struct Guard
 {
@@ -323,8 +328,11 @@ guards_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
  */
 static const char *const guard_functions[] = {
 	"jobs_guard", "attempts_guard", "race_log_guard", "contracts_guard",
-	"certifications_guard", "spent_keys_guard"
+	"certifications_guard", "spent_keys_guard",
+	/* the extension's other trigger functions (not skipped) */
+	"truncate_guard", "contracts_changed"
 };
+#define N_ROW_GUARDS 6
 static Oid	guard_oids[lengthof(guard_functions)];
 static bool guard_oids_valid = false;
 static ExecutorStart_hook_type prev_executor_start = NULL;
@@ -358,7 +366,44 @@ is_guard_function(Oid foid)
 	}
 	for (i = 0; i < (int) lengthof(guard_functions); i++)
 		if (OidIsValid(foid) && foid == guard_oids[i])
+			return i < N_ROW_GUARDS;
+	return false;
+}
+
+/* is foid one of the extension's own trigger functions? */
+static bool
+is_own_trigger_function(Oid foid)
+{
+	int			i;
+
+	(void) is_guard_function(InvalidOid);	/* look the OIDs up */
+	for (i = 0; i < (int) lengthof(guard_functions); i++)
+		if (OidIsValid(foid) && foid == guard_oids[i])
 			return true;
+	return false;
+}
+
+/*
+ * Will the statement fire a trigger that is not the extension's own (a
+ * DBA's)?  A foreign key's internal triggers run queries that name
+ * everything with its schema.
+ */
+static bool
+fires_foreign_triggers(ResultRelInfo *rri)
+{
+	TriggerDesc *td = rri->ri_TrigDesc;
+	int			i;
+
+	if (td == NULL)
+		return false;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (!t->tgisinternal && t->tgenabled != TRIGGER_DISABLED &&
+			!is_own_trigger_function(t->tgfoid))
+			return true;
+	}
 	return false;
 }
 
@@ -465,13 +510,22 @@ guards_executor_start(QueryDesc *queryDesc, int eflags)
 	else
 		standard_ExecutorStart(queryDesc, eflags);
 
-	if (guard_skip_text != NULL && queryDesc->sourceText == guard_skip_text &&
-		idemjob_trusted_depth > 0 && queryDesc->estate != NULL)
+	if (idemjob_trusted_depth > 0 && queryDesc->estate != NULL)
 	{
 		ListCell   *lc;
 
+		/* a DBA's trigger is about to run as the owner: pin search_path */
 		foreach(lc, queryDesc->estate->es_opened_result_relations)
-			skip_guards((ResultRelInfo *) lfirst(lc));
+		{
+			if (fires_foreign_triggers((ResultRelInfo *) lfirst(lc)))
+			{
+				ij_pin_search_path();
+				break;
+			}
+		}
+		if (guard_skip_text != NULL && queryDesc->sourceText == guard_skip_text)
+			foreach(lc, queryDesc->estate->es_opened_result_relations)
+				skip_guards((ResultRelInfo *) lfirst(lc));
 	}
 }
 
@@ -1017,6 +1071,25 @@ check_attempt_insert(Guard *g)
 		refuse(g, "The attempt is superseded but has no result fingerprint (result_sha256).");
 	if (!is_null(g, A_DROPPED_RESULT) && !is_one_of(state, returned))
 		refuse(g, "The attempt is %s; only a superseded or rejected (failed) attempt keeps a dropped result.", state);
+
+	/*
+	 * The attempt's owner is its job's: the owner binding reads it on the
+	 * calls made with an attempt id.  (No job: the foreign key says so.)
+	 */
+	{
+		Datum		job_id = need(g, A_JOB_ID);
+		int			n;
+		bool		same = true;
+
+		ij_connect();
+		n = ij_exec(&job_owner, &job_id, NULL);
+		if (n > 0)
+			same = ij_text_eq(ij_col_nn(0, 1),
+							  DatumGetTextPP(need(g, A_OWNER)));
+		ij_finish();
+		if (!same)
+			refuse(g, "The attempt's owner_id is not its job's.");
+	}
 }
 
 Datum
@@ -1099,7 +1172,15 @@ idemjob_race_log_guard(PG_FUNCTION_ARGS)
  * contracts
  */
 
-/* the schema compiles as define_contract() requires; else IJ005 */
+/*
+ * Does the schema compile as define_contract() requires?  A row that does
+ * not is taken all the same, with a WARNING: it may be a contract an older
+ * version accepted (1.0 stored some 1.1 refuses), or one at the depth limit
+ * that a restoring session, with less stack, cannot compile again.
+ * Refusing it would make COPY lose every contract and certification of the
+ * dump; taken, it refuses the results of its intent (22023 at
+ * complete_attempt) until an admin defines a new version.
+ */
 static void
 check_schema(Guard *g, Jsonb *schema)
 {
@@ -1119,11 +1200,15 @@ check_schema(Guard *g, Jsonb *schema)
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		/* cancels, out-of-memory and the like go up as they are */
-		if (edata->sqlerrcode != ERRCODE_INVALID_PARAMETER_VALUE)
+		if (edata->sqlerrcode != ERRCODE_INVALID_PARAMETER_VALUE &&
+			edata->sqlerrcode != ERRCODE_STATEMENT_TOO_COMPLEX)
 			PG_RE_THROW();
 		FlushErrorState();
-		refuse(g, "Its output_schema is one idemjob.define_contract() refuses: %s.",
-			   edata->message);
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("the contract of intent \"%s\" does not compile: %s",
+						TextDatumGetCString(need(g, C_INTENT)), edata->message),
+				 errdetail("The row is kept; complete_attempt() refuses results of this intent until a new version is defined.")));
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);

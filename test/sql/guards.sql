@@ -128,6 +128,10 @@ SELECT pg_temp.try(format($$UPDATE idemjob.attempts SET state = 'cancelled', fin
 SELECT pg_temp.try(format($$INSERT INTO idemjob.attempts (job_id, owner_id, attempt_no, provider, read_version) VALUES (%L, 'guards', 2, 'default', 0)$$, :'pj'));
 SELECT count(*) AS attempts, count(*) FILTER (WHERE state = 'started') AS started
 	FROM idemjob.attempts WHERE job_id = :'pj';
+-- an attempt whose owner_id is not its job's (since 1.2; the owner binding
+-- reads it on the calls made with an attempt id, so a role bound to another
+-- owner could fail this job's attempt)
+SELECT pg_temp.try(format($$INSERT INTO idemjob.attempts (job_id, owner_id, attempt_no, provider, read_version, state, finished_at) VALUES (%L, 'someone-else', 7, 'default', 0, 'failed', now())$$, :'pj'));
 -- a job cancelled without a version bump (a late result then moved the final job)
 SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET state = 'cancelled', completed_at = now() WHERE id = %L$$, :'pj'));
 -- a forged result with a winner that does not exist; succeeded with no result
@@ -165,14 +169,17 @@ SELECT pg_temp.try($$UPDATE idemjob.certifications SET evidence = '{"suite": "fo
 SELECT pg_temp.try($$UPDATE idemjob.contracts SET output_schema = '{"type": "array"}' WHERE intent = 'guards-summary'$$);
 SELECT pg_temp.try($$UPDATE idemjob.contracts SET output_schema = '{"type": "array"}', version = version + 1 WHERE intent = 'guards-summary'$$);
 SELECT pg_temp.try($$UPDATE idemjob.contracts SET updated_at = updated_at WHERE intent = 'guards-summary'$$);
--- a schema define_contract() refuses is refused raw too
+-- a schema define_contract() refuses is refused by it; inserted raw (a
+-- restore of what an older version stored), it is kept with a WARNING since
+-- 1.2, and its intent's results are refused until a new version (1.1 refused
+-- the row, and a restore then lost every contract and certification)
 SELECT pg_temp.try($$SELECT idemjob.define_contract('raw', '{"type": "object", "frobnicate": 1}')$$);
-SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, '{"type": "object", "frobnicate": 1}')$$);
-SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, '{"$ref": "#/$defs/nowhere"}')$$);
-SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, '{"minLength": -1}')$$);
--- nor one whose evaluation could multiply without bound (a $ref chain that
--- doubles at each of 60 levels): refused by the same compile
-SELECT left(pg_temp.try(format($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw', 1, %L)$$,
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw-1', 1, '{"type": "object", "frobnicate": 1}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw-2', 1, '{"$ref": "#/$defs/nowhere"}')$$);
+SELECT pg_temp.try($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw-3', 1, '{"minLength": -1}')$$);
+-- and one whose evaluation could multiply without bound (a $ref chain that
+-- doubles at each of 60 levels)
+SELECT left(pg_temp.try(format($$INSERT INTO idemjob.contracts (intent, version, output_schema) VALUES ('raw-4', 1, %L)$$,
 	jsonb_build_object('$ref', '#/$defs/d0', '$defs', (SELECT jsonb_object_agg('d' || n, CASE WHEN n = 60
 		THEN '{"type": "string"}'::jsonb
 		ELSE jsonb_build_object('allOf', jsonb_build_array(jsonb_build_object('$ref', '#/$defs/d' || (n + 1)),

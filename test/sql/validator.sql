@@ -315,8 +315,11 @@ SELECT pg_temp.try(jsonb_build_object('description', repeat('x', 1100000)), '1')
 SELECT pg_temp.try('{"type": "string"}', jsonb_build_array(repeat('x', 1000000))) LIKE '%type%' AS under_limit;
 
 --
--- deep nesting: an answer or a clean error (54001), never a crash
+-- deep nesting: an answer or a clean error (54001), never a crash (with
+-- idemjob.max_payload_depth at its highest: by default, since 1.2, values
+-- this deep are refused before validation, 22023, limits.sql)
 --
+SET idemjob.max_payload_depth = 100000;
 CREATE FUNCTION pg_temp.deep(s jsonb, v jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -344,6 +347,7 @@ SELECT pg_temp.deep((repeat('{"allOf": [', 5000) || '{"type": "string"}' || repe
 -- moderately deep ones give an answer, with the full path
 SELECT length(idemjob.validate('{"type": "array", "items": {"$ref": "#"}}',
                                (repeat('[', 1000) || '1' || repeat(']', 1000))::jsonb)->>'path') AS path_length;
+RESET idemjob.max_payload_depth;
 
 --
 -- uniqueItems names the first item that repeats an earlier one, and the
