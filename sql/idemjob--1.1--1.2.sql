@@ -68,6 +68,61 @@ END
 $check$;
 
 --
+-- Owner bindings live in the database (1.1 had only the setting
+-- idemjob.owner_binding, which a client escaped with PGOPTIONS, and which
+-- a role's members and SET ROLE never saw).  bind_owner() records one; it
+-- holds for every call whose current user is the role or has its
+-- privileges.  Dumped with the data, like the capabilities.
+--
+CREATE TABLE idemjob.owner_bindings (
+	bound_role	pg_catalog.regrole NOT NULL,
+	mode		pg_catalog.text NOT NULL,
+	bound_at	pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CONSTRAINT owner_bindings_pkey PRIMARY KEY (bound_role),
+	CONSTRAINT owner_bindings_mode_check CHECK
+		(mode OPERATOR(pg_catalog.=) 'role'
+		 OR pg_catalog.left(mode, 8) OPERATOR(pg_catalog.=) 'setting:')
+);
+SELECT pg_catalog.pg_extension_config_dump('idemjob.owner_bindings', '');
+
+CREATE FUNCTION idemjob.owner_bindings_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idemjob_owner_bindings_changed'
+LANGUAGE C;
+CREATE TRIGGER owner_bindings_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idemjob.owner_bindings
+	FOR EACH STATEMENT EXECUTE FUNCTION idemjob.owner_bindings_changed();
+
+CREATE FUNCTION idemjob.bind_owner(role pg_catalog.regrole, mode pg_catalog.text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idemjob_bind_owner'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION idemjob.unbind_owner(role pg_catalog.regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idemjob_unbind_owner'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON TABLE idemjob.owner_bindings FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.owner_bindings_changed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.bind_owner(pg_catalog.regrole, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.unbind_owner(pg_catalog.regrole) FROM PUBLIC;
+
+--
+-- A column added to (or dropped from, renamed, retyped in) one of these
+-- tables outside the extension's scripts would be in the dump's COPY list
+-- but not in the restored table, and the restore would lose every row: an
+-- event trigger refuses it.
+--
+CREATE FUNCTION idemjob.ddl_guard()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'idemjob_ddl_guard'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION idemjob.ddl_guard() FROM PUBLIC;
+CREATE EVENT TRIGGER idemjob_ddl_guard ON ddl_command_start
+	WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION idemjob.ddl_guard();
+
+--
 -- Rights: exactly what the security model says.  Default privileges of the
 -- installing role (ALTER DEFAULT PRIVILEGES), grants made by hand and
 -- column-level grants are taken back from every role but the owner; then

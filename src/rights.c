@@ -35,8 +35,10 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
@@ -44,6 +46,7 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "commands/trigger.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -52,6 +55,10 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "idemjob.h"
@@ -59,6 +66,9 @@
 PG_FUNCTION_INFO_V1(idemjob_grant_capability);
 PG_FUNCTION_INFO_V1(idemjob_revoke_capability);
 PG_FUNCTION_INFO_V1(idemjob_owner_visible);
+PG_FUNCTION_INFO_V1(idemjob_bind_owner);
+PG_FUNCTION_INFO_V1(idemjob_unbind_owner);
+PG_FUNCTION_INFO_V1(idemjob_owner_bindings_changed);
 
 char	   *idemjob_owner_binding = NULL;
 
@@ -95,10 +105,13 @@ owner_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 	owner_cache = InvalidOid;
 }
 
+static void bindings_inval_callback(Datum arg, Oid relid);
+
 void
 ij_rights_init(void)
 {
 	CacheRegisterSyscacheCallback(NAMESPACEOID, owner_inval_callback, (Datum) 0);
+	CacheRegisterRelcacheCallback(bindings_inval_callback, (Datum) 0);
 }
 
 /*
@@ -428,9 +441,129 @@ json_member(const char *json, const char *key)
 }
 
 /*
- * The owner the caller is bound to, or NULL when idemjob.owner_binding is
- * off.  A binding whose value is missing or empty is 42501: a bound role
- * never acts for nobody, or for everybody.
+ * Bindings recorded in idemjob.owner_bindings (since 1.2), read once per
+ * backend and again after the table changes (its statement trigger sends a
+ * relcache invalidation).  A binding is in force for every call whose
+ * current user is the bound role or has its privileges (membership with
+ * INHERIT, SET ROLE, SET SESSION AUTHORIZATION, a login), whatever the
+ * session's settings: nothing a non-superuser can set loosens it.
+ */
+typedef struct Binding
+{
+	Oid			role;
+	char	   *mode;
+} Binding;
+
+static MemoryContext bindings_cxt = NULL;
+static Binding *bindings = NULL;
+static int	nbindings = 0;
+static bool bindings_valid = false;
+static Oid	bindings_relid = InvalidOid;
+
+static void
+bindings_inval_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == bindings_relid)
+		bindings_valid = false;
+}
+
+static void
+load_bindings(void)
+{
+	Oid			nsp;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	int			size = 8;
+
+	if (bindings_cxt == NULL)
+		bindings_cxt = AllocSetContextCreate(CacheMemoryContext,
+											 "idemjob owner bindings",
+											 ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(bindings_cxt);
+	bindings = NULL;
+	nbindings = 0;
+	bindings_valid = true;
+
+	nsp = get_namespace_oid("idemjob", true);
+	bindings_relid = OidIsValid(nsp) ? get_relname_relid("owner_bindings", nsp) : InvalidOid;
+	if (!OidIsValid(bindings_relid))
+		return;					/* objects older than 1.2: the scripts run */
+
+	rel = table_open(bindings_relid, AccessShareLock);
+	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull[2];
+		Datum		role = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull[0]);
+		Datum		mode = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull[1]);
+
+		CHECK_FOR_INTERRUPTS();
+		if (isnull[0] || isnull[1])
+			continue;
+		if (bindings == NULL || nbindings == size)
+		{
+			if (bindings != NULL)
+				size *= 2;
+			bindings = bindings == NULL ?
+				MemoryContextAlloc(bindings_cxt, size * sizeof(Binding)) :
+				repalloc(bindings, size * sizeof(Binding));
+		}
+		bindings[nbindings].role = DatumGetObjectId(role);
+		bindings[nbindings].mode = MemoryContextStrdup(bindings_cxt,
+													   TextDatumGetCString(mode));
+		nbindings++;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * The binding in force for role, from the table: its mode, with *bound set
+ * to the bound role; NULL when none.  Two bindings that would give
+ * different owners are 42501: a role is never bound two ways.
+ */
+static const char *
+table_binding(Oid role, Oid *bound)
+{
+	const char *mode = NULL;
+	int			i;
+
+	/* a binding committed while this transaction is open counts at once */
+	AcceptInvalidationMessages();
+	if (!bindings_valid)
+		load_bindings();
+	if (nbindings == 0 || superuser_arg(role))
+		return NULL;
+	for (i = 0; i < nbindings; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (bindings[i].role != role && !has_privs_of_role(role, bindings[i].role))
+			continue;
+		if (mode != NULL &&
+			(strcmp(mode, bindings[i].mode) != 0 ||
+			 (strcmp(mode, "role") == 0 && *bound != bindings[i].role)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("role \"%s\" is bound to owners in two ways",
+							GetUserNameFromId(role, true)),
+					 errdetail("It has the privileges of role \"%s\" (bound as \"%s\") and of role \"%s\" (bound as \"%s\").",
+							   GetUserNameFromId(*bound, true), mode,
+							   GetUserNameFromId(bindings[i].role, true), bindings[i].mode),
+					 errhint("Unbind one of them with idemjob.unbind_owner().")));
+		mode = bindings[i].mode;
+		*bound = bindings[i].role;
+	}
+	return mode;
+}
+
+/*
+ * The owner the caller is bound to, or NULL when it is bound to none: by
+ * idemjob.owner_bindings (bind_owner), or else by the setting
+ * idemjob.owner_binding (1.1's way, kept: it can only add a binding, and
+ * one that differs from the table's is 42501).  A binding whose value is
+ * missing or empty is 42501: a bound role never acts for nobody, or for
+ * everybody.
  */
 text *
 ij_bound_owner(void)
@@ -439,15 +572,30 @@ ij_bound_owner(void)
 	char	   *setting;
 	char	   *key;
 	const char *value;
+	const char *binding;
+	Oid			caller = ij_caller();
+	Oid			bound = caller;
 
-	if (!parse_binding(idemjob_owner_binding, &mode, &setting, &key))
-		elog(ERROR, "invalid idemjob.owner_binding");
+	binding = table_binding(caller, &bound);
+	if (binding == NULL)
+		binding = idemjob_owner_binding;
+	else if (idemjob_owner_binding != NULL &&
+			 strcmp(idemjob_owner_binding, "off") != 0 &&
+			 strcmp(idemjob_owner_binding, binding) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("idemjob.owner_binding \"%s\" differs from the binding of role \"%s\" (\"%s\")",
+						idemjob_owner_binding, GetUserNameFromId(bound, true), binding),
+				 errhint("The setting can only add a binding; bindings are made with idemjob.bind_owner().")));
+
+	if (!parse_binding(binding, &mode, &setting, &key))
+		elog(ERROR, "invalid owner binding \"%s\"", binding);
 	switch (mode)
 	{
 		case BIND_OFF:
 			return NULL;
 		case BIND_ROLE:
-			return cstring_to_text(GetUserNameFromId(ij_caller(), false));
+			return cstring_to_text(GetUserNameFromId(bound, false));
 		case BIND_SETTING:
 			break;
 	}
@@ -459,8 +607,8 @@ ij_bound_owner(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("no owner is bound to this session"),
-				 errdetail("idemjob.owner_binding is \"%s\", and %s%s%s is %s.",
-						   idemjob_owner_binding,
+				 errdetail("The owner binding is \"%s\", and %s%s%s is %s.",
+						   binding,
 						   key ? "member \"" : "", key ? key : "",
 						   key ? psprintf("\" of setting \"%s\"", setting) :
 						   psprintf("setting \"%s\"", setting),
@@ -554,7 +702,7 @@ static const CapabilityGrant grants[] = {
 	{"EXECUTE ON FUNCTION idemjob.purge(pg_catalog.interval, pg_catalog.int4)", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.purge_race_log(pg_catalog.interval)", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.owner_visible(pg_catalog.text)", TO_OPERATOR},
-	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats", TO_OPERATOR},
+	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.owner_bindings, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.define_contract(pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.certify_provider(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.revoke_provider(pg_catalog.text, pg_catalog.text, pg_catalog.text)", TO_ADMIN},
@@ -590,6 +738,17 @@ static IjPlan held_capabilities = {
 	1, {REGROLEOID}, NULL, 0
 };
 
+/* 42501 unless the caller is a superuser or has the extension owner's privileges */
+static void
+require_owner(const char *what, Oid caller)
+{
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, ij_extension_owner()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s", what),
+				 errdetail("Only the owner of extension idemjob and superusers can.")));
+}
+
 /* arguments of grant_capability and revoke_capability, checked */
 static Capability
 capability_args(FunctionCallInfo fcinfo, Oid *role)
@@ -612,11 +771,7 @@ capability_args(FunctionCallInfo fcinfo, Oid *role)
 				 errmsg("unknown capability \"%s\"", name),
 				 errhint("The capabilities are client, worker, operator and admin.")));
 
-	if (!superuser_arg(caller) && !has_privs_of_role(caller, ij_extension_owner()))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to change idemjob capabilities"),
-				 errdetail("Only the owner of extension idemjob and superusers can grant or revoke capabilities.")));
+	require_owner("change idemjob capabilities", caller);
 	if (!OidIsValid(*role))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -691,4 +846,116 @@ idemjob_revoke_capability(PG_FUNCTION_ARGS)
 			run_acl("REVOKE", grants[i].privilege, "FROM", role);
 	ij_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * Owner bindings (since 1.2)
+ */
+static IjPlan record_binding = {
+	"INSERT INTO idemjob.owner_bindings AS b (bound_role, mode) VALUES ($1, $2)"
+	" ON CONFLICT (bound_role) DO UPDATE SET mode = EXCLUDED.mode,"
+	" bound_at = pg_catalog.now()"
+	" WHERE b.mode OPERATOR(pg_catalog.<>) EXCLUDED.mode",
+	2, {REGROLEOID, TEXTOID}, NULL, 0
+};
+
+static IjPlan forget_binding = {
+	"DELETE FROM idemjob.owner_bindings WHERE bound_role OPERATOR(pg_catalog.=) $1",
+	1, {REGROLEOID}, NULL, 0
+};
+
+static Oid
+binding_role_arg(FunctionCallInfo fcinfo)
+{
+	Oid			role;
+
+	ij_require(fcinfo, 0, "role");
+	role = PG_GETARG_OID(0);
+	require_owner("change idemjob owner bindings", GetUserId());
+	if (!OidIsValid(role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an owner binding is made for a role, not for PUBLIC")));
+	if (superuser_arg(role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("role \"%s\" is a superuser, which no binding holds",
+						GetUserNameFromId(role, false))));
+	return role;
+}
+
+/*
+ * idemjob.bind_owner(role regrole, mode text) RETURNS void
+ *
+ * Binds role, and every role with its privileges, to one owner: mode is
+ * 'role' (the owner is the bound role's name), 'setting:NAME' or
+ * 'setting:NAME/KEY'.  Binding a role again replaces its mode.
+ */
+Datum
+idemjob_bind_owner(PG_FUNCTION_ARGS)
+{
+	Oid			role = binding_role_arg(fcinfo);
+	char	   *mode;
+	BindMode	m;
+	char	   *setting;
+	char	   *key;
+	Datum		args[2];
+
+	ij_require(fcinfo, 1, "mode");
+	mode = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (!parse_binding(mode, &m, &setting, &key) || m == BIND_OFF ||
+		strlen(mode) > IDEMJOB_MAX_NAME_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid owner binding \"%s\"", mode),
+				 errhint("A binding is \"role\", \"setting:NAME\" or \"setting:NAME/KEY\"; unbind_owner() removes one.")));
+	ij_connect();
+	args[0] = ObjectIdGetDatum(role);
+	args[1] = PG_GETARG_DATUM(1);
+	ij_exec(&record_binding, args, NULL);
+	ij_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * idemjob.unbind_owner(role regrole) RETURNS boolean: whether it was bound
+ */
+Datum
+idemjob_unbind_owner(PG_FUNCTION_ARGS)
+{
+	Oid			role;
+	Datum		arg;
+	int			n;
+
+	ij_require(fcinfo, 0, "role");
+	role = PG_GETARG_OID(0);
+	require_owner("change idemjob owner bindings", GetUserId());
+	arg = ObjectIdGetDatum(role);
+	ij_connect();
+	n = ij_exec(&forget_binding, &arg, NULL);
+	ij_finish();
+	PG_RETURN_BOOL(n > 0);
+}
+
+/*
+ * Statement trigger on idemjob.owner_bindings: every backend reads the
+ * bindings again after a change commits.
+ */
+Datum
+idemjob_owner_bindings_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+				 errmsg("idemjob.owner_bindings_changed() is a trigger function")));
+	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
+		strcmp(RelationGetRelationName(td->tg_relation), "owner_bindings") != 0 ||
+		RelationGetNamespace(td->tg_relation) != get_namespace_oid("idemjob", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+				 errmsg("idemjob.owner_bindings_changed() fires only AFTER ... FOR EACH STATEMENT on idemjob.owner_bindings")));
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
+	return PointerGetDatum(NULL);
 }

@@ -75,6 +75,8 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -99,6 +101,7 @@ PG_FUNCTION_INFO_V1(idemjob_certifications_guard);
 PG_FUNCTION_INFO_V1(idemjob_spent_keys_guard);
 PG_FUNCTION_INFO_V1(idemjob_truncate_guard);
 PG_FUNCTION_INFO_V1(idemjob_contracts_changed);
+PG_FUNCTION_INFO_V1(idemjob_ddl_guard);
 
 #define SHA256_BYTES	32
 
@@ -1344,4 +1347,66 @@ idemjob_contracts_changed(PG_FUNCTION_ARGS)
 
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * Event trigger idemjob_ddl_guard (since 1.2): ALTER TABLE may not add,
+ * drop, rename or retype a column of the extension's tables outside the
+ * extension's own scripts.  pg_dump writes a configuration table's rows
+ * with every column it has, but not the ALTER TABLE that made a column the
+ * extension did not create: the restore's COPY then fails, and loses every
+ * row of the table.  A superuser who must can disable the event trigger.
+ */
+static bool
+is_column_change(Node *stmt)
+{
+	ListCell   *lc;
+
+	if (IsA(stmt, RenameStmt))
+		return ((RenameStmt *) stmt)->renameType == OBJECT_COLUMN;
+	if (!IsA(stmt, AlterTableStmt))
+		return false;
+	foreach(lc, ((AlterTableStmt *) stmt)->cmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+
+		if (cmd->subtype == AT_AddColumn || cmd->subtype == AT_DropColumn ||
+			cmd->subtype == AT_AlterColumnType)
+			return true;
+	}
+	return false;
+}
+
+Datum
+idemjob_ddl_guard(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	Node	   *stmt;
+	RangeVar   *rv;
+	Oid			relid;
+	Oid			nsp;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+				 errmsg("idemjob.ddl_guard() is an event trigger function")));
+	trigdata = (EventTriggerData *) fcinfo->context;
+	stmt = trigdata->parsetree;
+	if (creating_extension || IsBinaryUpgrade || stmt == NULL || !is_column_change(stmt))
+		PG_RETURN_VOID();
+
+	rv = IsA(stmt, RenameStmt) ? ((RenameStmt *) stmt)->relation :
+		((AlterTableStmt *) stmt)->relation;
+	if (rv == NULL)
+		PG_RETURN_VOID();
+	relid = RangeVarGetRelid(rv, NoLock, true);
+	nsp = get_namespace_oid("idemjob", true);
+	if (!OidIsValid(relid) || !OidIsValid(nsp) || get_rel_namespace(relid) != nsp)
+		PG_RETURN_VOID();
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("the columns of idemjob.%s belong to extension idemjob", get_rel_name(relid)),
+			 errdetail("pg_dump would write this table's rows with a column that its restore does not create, and the restore would lose them all."),
+			 errhint("Keep your own columns in a table of your own that references this one.")));
+	PG_RETURN_VOID();
 }

@@ -144,8 +144,8 @@ SELECT ok(NOT has_table_privilege('public', 'idemjob.attempts', 'INSERT, UPDATE,
 
 -- the extension is not relocatable, its data is dumped
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idemjob'), false, 'not relocatable');
-SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 7,
-	'pg_dump keeps the seven tables');
+SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 8,
+	'pg_dump keeps the eight tables');
 SELECT ok(NOT has_schema_privilege('public', 'idemjob', 'USAGE'), 'PUBLIC has no usage on the schema');
 SELECT ok(NOT has_function_privilege('public', 'idemjob.submit(text,text,text,jsonb,text,timestamptz,int,int)', 'EXECUTE'),
 	'PUBLIC cannot submit');
