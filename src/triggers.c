@@ -71,10 +71,10 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_type.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
@@ -82,6 +82,9 @@
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/inval.h"
@@ -275,6 +278,64 @@ static IjPlan job_owner = {
 	"SELECT owner_id FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
 	1, {UUIDOID}, NULL, 0
 };
+
+static IjPlan contract_intent = {
+	"SELECT intent FROM idemjob.contracts WHERE intent OPERATOR(pg_catalog.=) $1",
+	1, {TEXTOID}, NULL, 0
+};
+
+/* how long a restored row waits for its parent table's load to begin */
+#define PARENT_WAIT_MS	10000
+#define PARENT_POLL_MS	50
+
+/*
+ * Column 1 of the parent row of a row being inserted raw (a restore), as
+ * text, or NULL when there is none.
+ *
+ * pg_restore -j loads the tables' data side by side, each table in a
+ * transaction of its own, and does not make attempts wait for jobs, nor
+ * certifications for contracts: a row whose parent is not there yet would
+ * fail the foreign key, and COPY would lose the whole table.  So a missing
+ * parent is looked for again after every transaction writing the parent
+ * table has ended (a SHARE lock waits for them), and, while none has begun
+ * writing it, every PARENT_POLL_MS up to PARENT_WAIT_MS.  A row with no
+ * parent at all still fails its foreign key, PARENT_WAIT_MS later.  Only
+ * raw inserts come here (the functions' own statements skip the guards),
+ * and only when the parent is missing.
+ */
+static char *
+parent_row(IjPlan *lookup, Datum key, const char *parent)
+{
+	int			waited = 0;
+
+	for (;;)
+	{
+		char	   *found = NULL;
+		Oid			relid;
+
+		ij_connect();
+		if (ij_exec(lookup, &key, NULL) > 0)
+			found = TextDatumGetCString(ij_col_nn(0, 1));
+		ij_finish();
+		if (found != NULL || waited >= PARENT_WAIT_MS)
+			return found;
+
+		relid = get_relname_relid(parent, get_namespace_oid("idemjob", false));
+		if (!ConditionalLockRelationOid(relid, ShareLock))
+		{
+			/* a load of the parent is under way: wait for its end */
+			LockRelationOid(relid, ShareLock);
+			UnlockRelationOid(relid, ShareLock);
+			continue;
+		}
+		UnlockRelationOid(relid, ShareLock);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 PARENT_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		waited += PARENT_POLL_MS;
+	}
+}
 
 /* one firing of a guard, after the checks of where it fired */
 typedef struct Guard
@@ -1080,17 +1141,10 @@ check_attempt_insert(Guard *g)
 	 * calls made with an attempt id.  (No job: the foreign key says so.)
 	 */
 	{
-		Datum		job_id = need(g, A_JOB_ID);
-		int			n;
-		bool		same = true;
+		char	   *owner = parent_row(&job_owner, need(g, A_JOB_ID), "jobs");
 
-		ij_connect();
-		n = ij_exec(&job_owner, &job_id, NULL);
-		if (n > 0)
-			same = ij_text_eq(ij_col_nn(0, 1),
-							  DatumGetTextPP(need(g, A_OWNER)));
-		ij_finish();
-		if (!same)
+		if (owner != NULL &&
+			strcmp(owner, TextDatumGetCString(need(g, A_OWNER))) != 0)
 			refuse(g, "The attempt's owner_id is not its job's.");
 	}
 }
@@ -1259,6 +1313,9 @@ idemjob_certifications_guard(PG_FUNCTION_ARGS)
 	need(&g, K_CERTIFIED_AT);
 	if (is_null(&g, K_REVOKED_AT) != is_null(&g, K_REVOKE_REASON))
 		refuse(&g, "A revoked certification has both revoked_at and revoke_reason; one in force has neither.");
+	/* a parallel restore: wait for the contracts' load (the foreign key says the rest) */
+	if (TRIGGER_FIRED_BY_INSERT(g.td->tg_event))
+		(void) parent_row(&contract_intent, need(&g, K_INTENT), "contracts");
 
 	return trigger_result(fcinfo);
 }
