@@ -109,6 +109,17 @@ REVOKE ALL ON FUNCTION idemjob.bind_owner(pg_catalog.regrole, pg_catalog.text) F
 REVOKE ALL ON FUNCTION idemjob.unbind_owner(pg_catalog.regrole) FROM PUBLIC;
 
 --
+-- purge() deletes a final job with its attempts; a cancelled attempt can
+-- still report, and its late result then found nothing (IJ006, no race-log
+-- row: I10 broken).  The job's spent_keys row keeps what that result needs
+-- (the attempt's id, read version and provider, the job's final version),
+-- and complete_attempt() logs it as lost.
+--
+ALTER TABLE idemjob.spent_keys ADD COLUMN open_attempts pg_catalog.jsonb;
+CREATE INDEX spent_keys_open_attempts ON idemjob.spent_keys
+	USING gin (open_attempts pg_catalog.jsonb_path_ops) WHERE open_attempts IS NOT NULL;
+
+--
 -- A column added to (or dropped from, renamed, retyped in) one of these
 -- tables outside the extension's scripts would be in the dump's COPY list
 -- but not in the restored table, and the restore would lose every row: an

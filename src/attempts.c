@@ -259,14 +259,28 @@ ij_lock_attempt(Datum attempt_id, IjAttempt *a)
 void
 ij_lock_attempt_ex(Datum attempt_id, IjAttempt *a, bool with_intent)
 {
+	if (!ij_try_lock_attempt(attempt_id, a, with_intent))
+		ij_attempt_not_found(attempt_id);
+}
+
+void
+ij_attempt_not_found(Datum attempt_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_NOT_FOUND),
+			 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id)),
+			 ij_errfields("attempts", psprintf("attempt_id=%s", ij_uuid_str(attempt_id)))));
+}
+
+/* ij_lock_attempt_ex(), but false where it would answer IJ006 */
+bool
+ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent)
+{
 	bool		isnull;
 
 	if (ij_exec(with_intent ? &lock_attempt_intent : &lock_attempt, &attempt_id, NULL) == 0 ||
 		!ij_owner_visible(ij_col_nn(0, 5)))
-		ereport(ERROR,
-				(errcode(ERRCODE_IJ_NOT_FOUND),
-				 errmsg("attempt %s does not exist", ij_uuid_str(attempt_id)),
-				 ij_errfields("attempts", psprintf("attempt_id=%s", ij_uuid_str(attempt_id)))));
+		return false;
 	a->id = attempt_id;
 	a->job_id = ij_col_nn(0, 1);
 	a->state = TextDatumGetCString(ij_col_nn(0, 2));
@@ -274,6 +288,7 @@ ij_lock_attempt_ex(Datum attempt_id, IjAttempt *a, bool with_intent)
 	a->sha = ij_col(0, 4, &isnull);
 	a->has_sha = !isnull;
 	a->intent = with_intent ? ij_col_nn(0, 6) : (Datum) 0;
+	return true;
 }
 
 /* the job's in-doubt attempt has left doubt: the job is free again */

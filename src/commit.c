@@ -149,6 +149,38 @@ static IjPlan log_race = {
 	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}, NULL, 0
 };
 
+/*
+ * The tombstone purge() left for an attempt that could still report (a
+ * cancelled one: its provider may answer late), in its job's spent_keys
+ * row: the job, its owner, the attempt's read version and provider, the
+ * job's final version.
+ */
+static IjPlan purged_attempt = {
+	"SELECT s.job_id, s.owner_id,"
+	" (e.value OPERATOR(pg_catalog.->>) 'read_version')::pg_catalog.int8,"
+	" (e.value OPERATOR(pg_catalog.->>) 'job_version')::pg_catalog.int8,"
+	" e.value OPERATOR(pg_catalog.->>) 'provider'"
+	" FROM idemjob.spent_keys s, pg_catalog.jsonb_array_elements(s.open_attempts) e"
+	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
+	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
+	" AND (e.value OPERATOR(pg_catalog.->>) 'id') OPERATOR(pg_catalog.=) $1::pg_catalog.text"
+	" LIMIT 1",
+	1, {UUIDOID}, NULL, 0
+};
+
+static IjPlan log_purged_race = {
+	"INSERT INTO idemjob.race_log (job_id, owner_id, attempt_id, winner_attempt_id,"
+	" expected_version, found_version, reason, result_sha256, result_bytes, provider)"
+	" VALUES ($1, $2, $3, NULL, $4, $5, 'version_moved', $6, $7, $8)"
+	" ON CONFLICT (attempt_id) DO NOTHING",
+	8, {UUIDOID, TEXTOID, UUIDOID, INT8OID, INT8OID, BYTEAOID, INT4OID, TEXTOID}, NULL, 0
+};
+
+static IjPlan race_sha = {
+	"SELECT result_sha256 FROM idemjob.race_log WHERE attempt_id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}, NULL, 0
+};
+
 static IjPlan job_answer = {
 	"SELECT version, result, completed_by FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
@@ -276,6 +308,57 @@ already_completed(IjAttempt *a)
 }
 
 /*
+ * A late result for an attempt whose job purge() deleted (since 1.2): lost,
+ * logged in the race log against the tombstone purge() left (I10), never
+ * IJ006 with no trace.  False when there is no such tombstone.  Sent again,
+ * the same answer (I7); another result is IJ001.
+ */
+static bool
+purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
+{
+	IjAttempt	a;
+	int32		nbytes;
+	bytea	   *sha;
+	Datum		args[8];
+	char		nulls[8];
+	bool		isnull;
+
+	if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0 ||
+		!ij_owner_visible(ij_col_nn(0, 2)))
+		return false;
+	a.id = attempt_id;
+	a.job_id = ij_col_nn(0, 1);
+	a.state = "superseded";
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = a.job_id;
+	args[1] = ij_col_nn(0, 2);
+	args[2] = attempt_id;
+	args[3] = ij_col(0, 3, &isnull);
+	if (isnull)
+		args[3] = Int64GetDatum(0);
+	args[4] = ij_col(0, 4, &isnull);
+	if (isnull)
+		args[4] = Int64GetDatum(0);
+	args[7] = ij_col(0, 5, &isnull);
+	nulls[7] = isnull ? 'n' : ' ';
+	out[1] = a.job_id;
+	out[2] = args[4];
+	outnull[3] = true;
+
+	sha = result_fingerprint(result, &nbytes);
+	args[5] = PointerGetDatum(sha);
+	args[6] = Int32GetDatum(nbytes);
+	if (ij_exec(&race_sha, &attempt_id, NULL) == 1)
+	{
+		if (!bytea_datum_eq(ij_col_nn(0, 1), sha))
+			already_completed(&a);
+		return true;
+	}
+	ij_exec(&log_purged_race, args, nulls);
+	return true;
+}
+
+/*
  * idemjob.complete_attempt(attempt_id, result)
  *		RETURNS TABLE(outcome, job_id, job_version, winner_attempt_id)
  */
@@ -317,7 +400,13 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	}
 
 	/* with the intent when some contract may apply: one statement */
-	ij_lock_attempt_ex(PG_GETARG_DATUM(0), &a, ij_contracts_any());
+	if (!ij_try_lock_attempt(PG_GETARG_DATUM(0), &a, ij_contracts_any()))
+	{
+		if (!purged_attempt_lost(PG_GETARG_DATUM(0), result, out, outnull))
+			ij_attempt_not_found(PG_GETARG_DATUM(0));
+		outcome = "lost";
+		goto answer;
+	}
 	out[1] = a.job_id;
 
 	if (strcmp(a.state, "succeeded") == 0)

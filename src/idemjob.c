@@ -90,7 +90,10 @@ idemjob_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
 		event == XACT_EVENT_PREPARE || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_ABORT)
+	{
 		ij_rowtypes_xact_end();
+		ij_guards_xact_end();
+	}
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
 		ij_rights_abort(InvalidSubTransactionId);

@@ -100,6 +100,7 @@ typedef struct IjPlan
 /* triggers.c: the statement ij_exec() runs does not fire the guards */
 extern const char *guard_skip_text;
 extern void ij_guards_init(void);
+extern void ij_guards_xact_end(void);
 
 extern void ij_connect(void);
 extern void ij_finish(void);
@@ -153,6 +154,8 @@ typedef struct IjAttempt
 
 extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
 extern void ij_lock_attempt_ex(Datum attempt_id, IjAttempt *a, bool with_intent);
+extern bool ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent);
+extern void ij_attempt_not_found(Datum attempt_id);
 extern void ij_release_job(Datum job_id);
 extern void ij_job_in_doubt(Datum job_id);
 extern bool ij_in_doubt(const char *attempt_state);

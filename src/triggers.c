@@ -299,13 +299,26 @@ static IjPlan contract_intent = {
  * parent is looked for again after every transaction writing the parent
  * table has ended (a SHARE lock waits for them), and, while none has begun
  * writing it, every PARENT_POLL_MS up to PARENT_WAIT_MS.  A row with no
- * parent at all still fails its foreign key, PARENT_WAIT_MS later.  Only
+ * parent at all still fails its foreign key: after that one wait, which a
+ * transaction makes once per parent table.  Only
  * raw inserts come here (the functions' own statements skip the guards),
  * and only when the parent is missing.
  */
+static bool waited_for_jobs = false;	/* in this transaction */
+static bool waited_for_contracts = false;
+
+/* at the end of every transaction: the next one may wait again */
+void
+ij_guards_xact_end(void)
+{
+	waited_for_jobs = waited_for_contracts = false;
+}
+
 static char *
 parent_row(IjPlan *lookup, Datum key, const char *parent)
 {
+	bool	   *waited_once = strcmp(parent, "jobs") == 0 ?
+		&waited_for_jobs : &waited_for_contracts;
 	int			waited = 0;
 
 	for (;;)
@@ -317,8 +330,19 @@ parent_row(IjPlan *lookup, Datum key, const char *parent)
 		if (ij_exec(lookup, &key, NULL) > 0)
 			found = TextDatumGetCString(ij_col_nn(0, 1));
 		ij_finish();
-		if (found != NULL || waited >= PARENT_WAIT_MS)
+
+		/*
+		 * One wait per transaction and parent table: once the parent's load
+		 * is over (or never began), a row still without a parent is an
+		 * orphan, and its foreign key decides at once; a load of orphans
+		 * does not wait PARENT_WAIT_MS a row.
+		 */
+		if (found != NULL || *waited_once || waited >= PARENT_WAIT_MS)
+		{
+			if (found == NULL)
+				*waited_once = true;
 			return found;
+		}
 
 		relid = get_relname_relid(parent, get_namespace_oid("idemjob", false));
 		if (!ConditionalLockRelationOid(relid, ShareLock))
@@ -326,6 +350,7 @@ parent_row(IjPlan *lookup, Datum key, const char *parent)
 			/* a load of the parent is under way: wait for its end */
 			LockRelationOid(relid, ShareLock);
 			UnlockRelationOid(relid, ShareLock);
+			*waited_once = true;	/* look once more, then no more */
 			continue;
 		}
 		UnlockRelationOid(relid, ShareLock);

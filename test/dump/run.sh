@@ -56,31 +56,10 @@ failed=0
 tmp=$(mktemp -d /tmp/idemjob-dump.XXXXXX)
 trap 'if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "dump: dumps and outputs kept in $tmp"; fi' EXIT
 
-q() { "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1"
-	if [ -n "${2:-}" ]; then printf '%s\n' "$2" | head -40 | sed 's/^/       /'; fi
-}
-# check NAME DB SQL: passes when SQL answers exactly "t"
-check() {
-	local out
-	out=$(q -d "$2" -c "$3" 2>&1)
-	if [ "$out" = t ]; then ok "$1"; else not_ok "$1" "$out"; fi
-}
+label=dump
+source "$repo/test/checks.sh"
 # checks NAME DB SQL: check, on the source's server
-checks() {
-	local out
-	out=$(qs -d "$2" -c "$3" 2>&1)
-	if [ "$out" = t ]; then ok "$1"; else not_ok "$1" "$out"; fi
-}
-die() {
-	failed=$((failed + 1))
-	echo "dump: $*" >&2
-	echo "dump: $passed checks passed, $failed failed"
-	exit 1
-}
+checks() { check "$@" "${src_conn[@]}"; }
 
 # qs: psql on the source's server
 qs() { q "${src_conn[@]}" "$@"; }

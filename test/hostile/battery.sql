@@ -711,6 +711,15 @@ BEGIN
 		('settings', 'hostile_c', NULL, $$SET idemjob.owner_binding = 'off'$$, '42501'),
 		('settings', 'hostile_w', NULL, $$SET idemjob.require_certified_failover = off$$, '42501'),
 		('settings', 'hostile_w', NULL, $$SET idemjob.max_attempts = 1000000$$, '42501'),
+		-- issue 17 (1.2): bindings, settings, the owner bindings table, columns
+		('bind_owner', 'hostile_a', NULL, $$SELECT idemjob.bind_owner('hostile_none', 'role')$$, '42501'),
+		('unbind_owner', 'hostile_cw', NULL, $$SELECT idemjob.unbind_owner('hostile_c')$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$INSERT INTO idemjob.owner_bindings (bound_role, mode) VALUES ('hostile_c', 'role')$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$DELETE FROM idemjob.owner_bindings$$, '42501'),
+		('settings', 'hostile_c', NULL, $$SET idemjob.max_payload_depth = 100000$$, '42501'),
+		('settings', 'hostile_w', NULL, $$SET idemjob.max_wait = '1 day'$$, '42501'),
+		('settings', 'hostile_c', NULL, $$SET idemjob.notify = full$$, '42501'),
+		('ALTER TABLE', 'hostile_a', NULL, $$ALTER TABLE idemjob.jobs ADD COLUMN x int$$, '0A000'),
 		-- validation that could not be stopped: refused when defined
 		('define_contract', 'hostile_a', NULL, $$SELECT idemjob.define_contract('hx{id}', (SELECT jsonb_build_object('$defs', jsonb_object_agg('d' || n, CASE WHEN n = 0 THEN '{"type": "integer"}'::jsonb ELSE jsonb_build_object('allOf', jsonb_build_array(jsonb_build_object('$ref', '#/$defs/d' || (n - 1)), jsonb_build_object('$ref', '#/$defs/d' || (n - 1)))) END), '$ref', '#/$defs/d60') FROM generate_series(0, 60) n))$$, '22023')
 	) AS x(fn, role, fixture, stmt, expect)

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(92);
+SELECT plan(96);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -71,7 +71,12 @@ SELECT columns_are('idemjob', 'certifications', ARRAY['intent', 'provider', 'con
 	'certified_at', 'evidence', 'revoked_at', 'revoke_reason']);
 SELECT has_table('idemjob', 'spent_keys', 'spent_keys');
 SELECT columns_are('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key', 'request_sha256',
-	'job_id', 'final_state', 'completed_at', 'purged_at']);
+	'job_id', 'final_state', 'completed_at', 'purged_at', 'open_attempts']);
+-- since 1.2: the bindings, one per role, and the tombstones of purged attempts
+SELECT has_table('idemjob', 'owner_bindings', 'owner_bindings');
+SELECT columns_are('idemjob', 'owner_bindings', ARRAY['bound_role', 'mode', 'bound_at']);
+SELECT col_is_pk('idemjob', 'owner_bindings', 'bound_role', 'one binding per role');
+SELECT has_index('idemjob', 'spent_keys', 'spent_keys_open_attempts', 'late results of purged attempts find their tombstone by an index');
 SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key'], 'one spent key per owner and key');
 SELECT has_view('idemjob', 'in_doubt', 'in_doubt');
 SELECT columns_are('idemjob', 'in_doubt', ARRAY['job_id', 'owner_id', 'intent', 'attempt_id',

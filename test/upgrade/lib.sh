@@ -1,27 +1,10 @@
 # test/upgrade/lib.sh: shared by test/upgrade/run.sh (from 1.0) and
 # test/upgrade/from_1_1.sh.  The caller sets here, repo, PG_CONFIG, PG_BIN,
 # tmp, passed, failed and old_installed, and names its checks' prefix in
-# $label (printed by die()).
+# $label (printed by die(); "upgrade" if unset).
 
-q() { "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL - $1"
-	if [ -n "${2:-}" ]; then printf '%s\n' "$2" | head -40 | sed 's/^/       /'; fi
-}
-# check NAME DB SQL: passes when SQL answers exactly "t"
-check() {
-	local out
-	out=$(q -d "$2" -c "$3" 2>&1)
-	if [ "$out" = t ]; then ok "$1"; else not_ok "$1" "$out"; fi
-}
-die() {
-	failed=$((failed + 1))
-	echo "${label:-upgrade}: $*" >&2
-	echo "${label:-upgrade}: $passed checks passed, $failed failed"
-	exit 1
-}
+label=${label:-upgrade}
+source "$repo/test/checks.sh"
 
 install_tree() {
 	make -s -C "$repo" PG_CONFIG="$PG_CONFIG" >"$tmp/make-current.log" 2>&1 &&
@@ -31,7 +14,7 @@ finish() {
 	if [ "$old_installed" = 1 ]; then
 		install_tree || cat "$tmp/make-current.log" >&2
 	fi
-	if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "${label:-upgrade}: outputs kept in $tmp"; fi
+	if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "$label: outputs kept in $tmp"; fi
 }
 trap finish EXIT
 trap 'exit 130' INT TERM	# so that finish() puts this tree back

@@ -310,13 +310,13 @@ normalize() {
 }
 for mode in "" --binary-upgrade; do
 	d=
-	label="pg_dump --schema-only${mode:+ $mode}: upgraded = fresh"
+	what="pg_dump --schema-only${mode:+ $mode}: upgraded = fresh"
 	"$PG_BIN/pg_dump" --schema-only $mode -N ij_check $db 2>&1 | normalize >"$tmp/upgraded${mode}.sql"
 	"$PG_BIN/pg_dump" --schema-only $mode $db_fresh 2>&1 | normalize >"$tmp/fresh${mode}.sql"
 	if [ -s "$tmp/fresh${mode}.sql" ] && d=$(diff -u "$tmp/fresh${mode}.sql" "$tmp/upgraded${mode}.sql"); then
-		ok "$label ($(grep -c -E '^(CREATE|ALTER|GRANT|REVOKE|SELECT)' "$tmp/fresh${mode}.sql") statements)"
+		ok "$what ($(grep -c -E '^(CREATE|ALTER|GRANT|REVOKE|SELECT)' "$tmp/fresh${mode}.sql") statements)"
 	else
-		not_ok "$label" "$d"
+		not_ok "$what" "$d"
 	fi
 done
 # effective privileges on every member object and the schema, whoever holds them

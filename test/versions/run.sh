@@ -19,10 +19,10 @@
 #      idemjob installed, as test/run-tests.sh exports them).
 # Prints one line per stage and a summary; exits non-zero if any failed.
 
-set -uo pipefail
-
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+source "$repo/test/lib.sh"	# ij_log, ij_stage, ij_stages_summary
+set +e
 cache=${IDEMJOB_CHROOT_CACHE:-/var/cache/idemjob/chroots}
 mirror=${IDEMJOB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 versions=("$@")
@@ -36,14 +36,12 @@ suite_of() {
 	esac
 }
 
-log() { printf '\n=== %s\n' "$*"; }
-
 if [ "$(id -u)" != 0 ]; then
 	echo "versions: needs root (debootstrap, chroot, mount)" >&2
 	exit 1
 fi
 if ! command -v debootstrap >/dev/null; then
-	log "installing debootstrap"
+	ij_log "installing debootstrap"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } ||
 		exit 1
@@ -57,7 +55,7 @@ make_chroot() {
 	fi
 	rm -rf --one-file-system "$dir.tmp"
 	mkdir -p "$cache"
-	log "debootstrap $1 (kept in $dir for later runs)"
+	ij_log "debootstrap $1 (kept in $dir for later runs)"
 	debootstrap --variant=minbase "$1" "$dir.tmp" "$mirror" >"$cache/$1.debootstrap.log" 2>&1 ||
 		{ tail -20 "$cache/$1.debootstrap.log"; return 1; }
 	# no service starts inside, and no cluster is made by the package
@@ -87,24 +85,6 @@ unmount_all() {
 }
 trap unmount_all EXIT
 trap 'exit 130' INT TERM
-
-passed=0
-failed=0
-failed_names=()
-stage() {
-	local name=$1
-	shift
-	log "$name"
-	local t0=$SECONDS
-	if "$@"; then
-		passed=$((passed + 1))
-		echo "--- $name: ok ($((SECONDS - t0))s)"
-	else
-		failed=$((failed + 1))
-		failed_names+=("$name")
-		echo "--- $name: FAILED ($((SECONDS - t0))s)"
-	fi
-}
 
 # one_version MAJOR
 one_version() {
@@ -140,12 +120,7 @@ one_version() {
 }
 
 for v in "${versions[@]}"; do
-	stage "PostgreSQL $v ($(suite_of "$v" || echo '?') chroot)" one_version "$v"
+	ij_stage "PostgreSQL $v ($(suite_of "$v" || echo '?') chroot)" one_version "$v"
 done
 
-echo
-echo "versions: $passed passed, $failed failed"
-if [ "$failed" -gt 0 ]; then
-	printf 'failed: %s\n' "${failed_names[@]}"
-	exit 1
-fi
+ij_stages_summary
