@@ -20,7 +20,10 @@ OBJS = \
 	src/sweeper.o \
 	src/retention.o \
 
-DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+# The released scripts, and one built from two of them: the update from
+# 1.0 straight to 1.2 (sql/idemjob--1.0--1.2.sql, below)
+DATA = $(filter-out sql/$(EXTENSION)--1.0--1.2.sql,$(wildcard sql/$(EXTENSION)--*.sql))
+DATA_built = sql/$(EXTENSION)--1.0--1.2.sql
 
 TESTS = $(sort $(wildcard test/sql/*.sql))
 REGRESS = $(patsubst test/sql/%.sql,%,$(TESTS))
@@ -41,6 +44,22 @@ include $(PGXS)
 # every file includes the shared header: a changed struct rebuilds them all
 $(OBJS) $(OBJS:.o=.bc): src/idemjob.h
 src/validator.o src/validator.bc src/contracts.o src/contracts.bc src/triggers.o src/triggers.bc: src/validator.h
+
+# sql/idemjob--1.0--1.1.sql is released and never edited, but it quotes a
+# role name twice when it takes back a grant (format %I of regrole's text,
+# already quoted): CREATE EXTENSION and the update from 1.0 failed for a
+# role such as "app-user" holding a grant, e.g. from default privileges.
+# PostgreSQL takes the shortest update path, so a one-step 1.0 -> 1.2 script
+# replaces that step for new installs and for updates from 1.0: the 1.0 ->
+# 1.1 script with the name quoted once, then the 1.1 -> 1.2 script.  Built,
+# so that each line is written once.
+sql/$(EXTENSION)--1.0--1.2.sql: sql/$(EXTENSION)--1.0--1.1.sql sql/$(EXTENSION)--1.1--1.2.sql
+	{ printf '%s\n' '/* sql/idemjob--1.0--1.2.sql: built by the Makefile from sql/idemjob--1.0--1.1.sql and sql/idemjob--1.1--1.2.sql */' \
+		'\echo Use "ALTER EXTENSION idemjob UPDATE TO '"'"'1.2'"'"'" to load this file. \quit'; \
+	  grep -v '^\\echo' sql/$(EXTENSION)--1.0--1.1.sql | \
+		sed 's/r\.grantee::pg_catalog\.regrole::pg_catalog\.text)/pg_catalog.pg_get_userbyid(r.grantee))/'; \
+	  grep -v '^\\echo' sql/$(EXTENSION)--1.1--1.2.sql; } >$@
+	@test "$$(grep -c 'pg_get_userbyid(r.grantee))' $@)" = 2 || { echo "$@: the two role names to quote once were not found" >&2; rm -f $@; exit 1; }
 
 .PHONY: test scenario
 test:

@@ -801,9 +801,30 @@ idemjob_grant_capability(PG_FUNCTION_ARGS)
 	int			i;
 
 	ij_connect();
-	for (i = 0; i < (int) lengthof(grants); i++)
-		if (grants[i].capabilities & cap)
-			run_acl("GRANT", grants[i].privilege, "TO", role);
+
+	/*
+	 * Called by the extension's own update script (which takes every right
+	 * back, then grants each recorded capability again), a GRANT would be
+	 * recorded as one of the extension's initial privileges: pg_dump would
+	 * not write it, and a restore would leave the role without its rights.
+	 * A capability is the DBA's grant, wherever it is made.
+	 */
+	{
+		bool		save = creating_extension;
+
+		creating_extension = false;
+		PG_TRY();
+		{
+			for (i = 0; i < (int) lengthof(grants); i++)
+				if (grants[i].capabilities & cap)
+					run_acl("GRANT", grants[i].privilege, "TO", role);
+		}
+		PG_FINALLY();
+		{
+			creating_extension = save;
+		}
+		PG_END_TRY();
+	}
 	args[0] = ObjectIdGetDatum(role);
 	args[1] = PG_GETARG_DATUM(1);
 	ij_exec(&record_capability, args, NULL);

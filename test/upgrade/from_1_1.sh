@@ -137,10 +137,15 @@ check "a replay of a 1.1 job answers created = false with its result" $db \
 check "a 1.1 attempt in doubt still blocks: IJ002" $db \
 	"SELECT ij_check.sqlstate(\$\$SELECT idemjob.start_attempt((SELECT id FROM idemjob.jobs WHERE owner_id = 'o1' AND idempotency_key = 'k-indoubt'))\$\$) = 'IJ002'"
 
-# --- fresh installs
+# --- fresh installs (without the decoy: the released 1.0 -> 1.1 script,
+# which a new install no longer runs, failed on "ij-up-app" then)
+q -d postgres -c "DROP ROLE \"\"\"$app\"\"\"" >/dev/null || not_ok "drop the decoy role"
 q -d postgres -c "CREATE DATABASE $db_fresh TEMPLATE template0" &&
 	q -d $db_fresh -c "$defaults" -c "CREATE EXTENSION idemjob" || not_ok "CREATE EXTENSION under default privileges"
 check "a fresh install under the installer's default privileges: nothing for $app" $db_fresh "$(nothing_for "$app")"
+# the same capabilities as the updated database, granted after the install
+q -d $db_fresh -c "SELECT idemjob.grant_capability('app_client', 'client'), idemjob.grant_capability('\"$client\"', 'client')" >/dev/null ||
+	not_ok "grant the capabilities in $db_fresh"
 q -d postgres -c "CREATE DATABASE $db_squat TEMPLATE template0" >/dev/null &&
 	q -d $db_squat -c "GRANT CREATE ON DATABASE $db_squat TO ij_up_squatter" \
 		-c "SET ROLE ij_up_squatter" -c "CREATE SCHEMA idemjob" >/dev/null || not_ok "a role makes schema idemjob first"
@@ -150,6 +155,27 @@ if grep -q "schema idemjob is owned by role ij_up_squatter" <<<"$out" &&
 	ok "CREATE EXTENSION refuses a schema idemjob another role made first"
 else
 	not_ok "CREATE EXTENSION refuses a schema idemjob another role made first" "$out"
+fi
+
+# the objects of an update from 1.1 are those of a new install (which runs
+# 1.0 and the 1.0 -> 1.2 script): the schema as pg_dump writes it, and the
+# members of the extension
+for mode in "" --binary-upgrade; do
+	"$PG_BIN/pg_dump" --schema-only $mode -N ij_check $db 2>&1 | normalize >"$tmp/schema-updated$mode.sql"
+	"$PG_BIN/pg_dump" --schema-only $mode $db_fresh 2>&1 | normalize >"$tmp/schema-fresh$mode.sql"
+	if [ -s "$tmp/schema-fresh$mode.sql" ] &&
+		d=$(diff -u "$tmp/schema-fresh$mode.sql" "$tmp/schema-updated$mode.sql"); then
+		ok "pg_dump --schema-only${mode:+ $mode}: updated from 1.1 = new install ($(grep -c -E '^(CREATE|ALTER|GRANT|REVOKE|SELECT)' "$tmp/schema-fresh$mode.sql") statements)"
+	else
+		not_ok "pg_dump --schema-only${mode:+ $mode}: updated from 1.1 = new install" "$d"
+	fi
+done
+"$PG_BIN/psql" -X -d $db -c '\dx+ idemjob' >"$tmp/dx-updated" 2>&1
+"$PG_BIN/psql" -X -d $db_fresh -c '\dx+ idemjob' >"$tmp/dx-fresh" 2>&1
+if d=$(diff -u "$tmp/dx-fresh" "$tmp/dx-updated"); then
+	ok "\\dx+ idemjob: updated from 1.1 = new install ($(grep -c -E '^ (function|table|type|view|index|trigger|sequence|event)' "$tmp/dx-fresh") members)"
+else
+	not_ok "\\dx+ idemjob: updated from 1.1 = new install" "$d"
 fi
 
 # --- the whole suite on a database updated from 1.1
@@ -168,7 +194,7 @@ echo
 echo "$label: $passed checks passed, $failed failed"
 if [ "$failed" -eq 0 ]; then
 	for d in $db $db_regress $db_fresh $db_squat; do q -d postgres -c "DROP DATABASE IF EXISTS $d"; done
-	for r in "$app" "$client" ij_up_squatter "\"$app\""; do
+	for r in "$app" "$client" ij_up_squatter; do
 		q -d postgres -c "DROP ROLE IF EXISTS \"${r//\"/\"\"}\""
 	done
 	exit 0
