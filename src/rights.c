@@ -460,62 +460,93 @@ static int	nbindings = 0;
 static bool bindings_valid = false;
 static Oid	bindings_relid = InvalidOid;
 
+static uint64 bindings_generation = 0;	/* bumped by every invalidation */
+
 static void
 bindings_inval_callback(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == bindings_relid)
+	{
 		bindings_valid = false;
+		bindings_generation++;
+	}
 }
 
+/*
+ * Read the table into bindings[].  With the latest snapshot, taken after
+ * the table's lock (so after every invalidation sent before it): a binding
+ * committed before is seen under any isolation level.  An invalidation
+ * that arrives while reading means a change the snapshot may have missed:
+ * read again.  bindings_valid is set only once a read is complete, so an
+ * error half-way leaves no partial list.
+ */
 static void
 load_bindings(void)
 {
-	Oid			nsp;
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tup;
-	int			size = 8;
-
-	if (bindings_cxt == NULL)
-		bindings_cxt = AllocSetContextCreate(CacheMemoryContext,
-											 "idemjob owner bindings",
-											 ALLOCSET_SMALL_SIZES);
-	MemoryContextReset(bindings_cxt);
-	bindings = NULL;
-	nbindings = 0;
-	bindings_valid = true;
-
-	nsp = get_namespace_oid("idemjob", true);
-	bindings_relid = OidIsValid(nsp) ? get_relname_relid("owner_bindings", nsp) : InvalidOid;
-	if (!OidIsValid(bindings_relid))
-		return;					/* objects older than 1.2: the scripts run */
-
-	rel = table_open(bindings_relid, AccessShareLock);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	for (;;)
 	{
-		bool		isnull[2];
-		Datum		role = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull[0]);
-		Datum		mode = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull[1]);
+		uint64		generation = bindings_generation;
+		Oid			nsp;
+		Relation	rel;
+		TableScanDesc scan;
+		Snapshot	snapshot;
+		HeapTuple	tup;
+		int			size = 8;
 
 		CHECK_FOR_INTERRUPTS();
-		if (isnull[0] || isnull[1])
-			continue;
-		if (bindings == NULL || nbindings == size)
+		if (bindings_cxt == NULL)
+			bindings_cxt = AllocSetContextCreate(CacheMemoryContext,
+												 "idemjob owner bindings",
+												 ALLOCSET_SMALL_SIZES);
+		bindings_valid = false;
+		MemoryContextReset(bindings_cxt);
+		bindings = NULL;
+		nbindings = 0;
+
+		nsp = get_namespace_oid("idemjob", true);
+		bindings_relid = OidIsValid(nsp) ? get_relname_relid("owner_bindings", nsp) : InvalidOid;
+		if (!OidIsValid(bindings_relid))
 		{
-			if (bindings != NULL)
-				size *= 2;
-			bindings = bindings == NULL ?
-				MemoryContextAlloc(bindings_cxt, size * sizeof(Binding)) :
-				repalloc(bindings, size * sizeof(Binding));
+			/* objects older than 1.2: the extension's scripts are running */
+			bindings_valid = true;
+			return;
 		}
-		bindings[nbindings].role = DatumGetObjectId(role);
-		bindings[nbindings].mode = MemoryContextStrdup(bindings_cxt,
-													   TextDatumGetCString(mode));
-		nbindings++;
+
+		rel = table_open(bindings_relid, AccessShareLock);
+		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		scan = table_beginscan(rel, snapshot, 0, NULL);
+		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			bool		isnull[2];
+			Datum		role = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull[0]);
+			Datum		mode = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull[1]);
+
+			CHECK_FOR_INTERRUPTS();
+			if (isnull[0] || isnull[1])
+				continue;
+			if (bindings == NULL || nbindings == size)
+			{
+				if (bindings != NULL)
+					size *= 2;
+				bindings = bindings == NULL ?
+					MemoryContextAlloc(bindings_cxt, size * sizeof(Binding)) :
+					repalloc(bindings, size * sizeof(Binding));
+			}
+			bindings[nbindings].role = DatumGetObjectId(role);
+			bindings[nbindings].mode = MemoryContextStrdup(bindings_cxt,
+														   TextDatumGetCString(mode));
+			nbindings++;
+		}
+		table_endscan(scan);
+		UnregisterSnapshot(snapshot);
+		table_close(rel, AccessShareLock);
+
+		if (generation == bindings_generation)
+		{
+			bindings_valid = true;
+			return;
+		}
 	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
 }
 
 /*
