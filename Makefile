@@ -20,16 +20,18 @@ OBJS = \
 	src/sweeper.o \
 	src/retention.o \
 
-# The released scripts, and one built from two of them: the update from
-# 1.0 straight to 1.2 (sql/idemjob--1.0--1.2.sql, below)
-DATA = $(filter-out sql/$(EXTENSION)--1.0--1.2.sql,$(wildcard sql/$(EXTENSION)--*.sql))
+# sql/ holds the install and update scripts (the released ones, and one
+# built from two of them: the update from 1.0 straight to 1.2, below) and,
+# beside them, the pg_regress suite (sql/NAME.sql, expected/NAME.out).
+SCRIPTS_SQL = $(wildcard sql/$(EXTENSION)--*.sql)
+DATA = $(filter-out sql/$(EXTENSION)--1.0--1.2.sql,$(SCRIPTS_SQL))
 DATA_built = sql/$(EXTENSION)--1.0--1.2.sql
 
-TESTS = $(sort $(wildcard test/sql/*.sql))
-REGRESS = $(patsubst test/sql/%.sql,%,$(TESTS))
-ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
-REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
-ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(filter-out $(SCRIPTS_SQL) $(DATA_built),$(wildcard sql/*.sql))))
+REGRESS_OPTS = --load-extension=$(EXTENSION)
+# the isolation suite: test/isolation/specs/NAME.spec, test/isolation/expected/NAME.out
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 
 # -Wno-unused-parameter: PostgreSQL's own headers do not build clean without it

@@ -68,16 +68,21 @@ regress_settings() {
 		-c "ALTER DATABASE $1 SET timezone_abbreviations TO 'Default'"
 }
 
+# the pg_regress suite's tests: sql/NAME.sql beside the install scripts
+regress_test_names() {
+	(cd "$repo/sql" && ls *.sql | grep -v '^idemjob--' | sed 's/\.sql$//' | sort)
+}
+
 # run_regress DB OUTDIR: the whole pg_regress suite on an existing database
 run_regress() {
 	local conn_opts=() tests=()
 	[ -n "${PGHOST:-}" ] && conn_opts+=(--host="$PGHOST")
 	[ -n "${PGPORT:-}" ] && conn_opts+=(--port="$PGPORT")
 	[ -n "${PGUSER:-}" ] && conn_opts+=(--user="$PGUSER")
-	mapfile -t tests < <(cd "$repo/test/sql" && ls *.sql | sed 's/\.sql$//' | sort)
+	mapfile -t tests < <(regress_test_names)
 	mkdir -p "$2"
 	"$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")/test/regress/pg_regress" \
-		--inputdir="$repo/test" --outputdir="$2" --bindir="$PG_BIN" "${conn_opts[@]}" \
+		--inputdir="$repo" --outputdir="$2" --bindir="$PG_BIN" "${conn_opts[@]}" \
 		--use-existing --dbname="$1" "${tests[@]}" >"$2/log" 2>&1
 }
 

@@ -242,9 +242,9 @@ conn_opts=()
 [ -n "${PGPORT:-}" ] && conn_opts+=(--port="$PGPORT")
 [ -n "${PGUSER:-}" ] && conn_opts+=(--user="$PGUSER")
 
-mapfile -t regress_tests < <(cd "$repo/test/sql" && ls *.sql | sed 's/\.sql$//' | sort)
+mapfile -t regress_tests < <(regress_test_names)
 mkdir -p "$tmp/regress"
-if "$pgxs_src/test/regress/pg_regress" --inputdir="$repo/test" --outputdir="$tmp/regress" \
+if "$pgxs_src/test/regress/pg_regress" --inputdir="$repo" --outputdir="$tmp/regress" \
 	--bindir="$PG_BIN" "${conn_opts[@]}" --use-existing --dbname=$db_regress \
 	"${regress_tests[@]}" >"$tmp/regress/log" 2>&1; then
 	ok "pg_regress suite (${#regress_tests[@]} tests) on $db_regress, upgraded from 1.0"
@@ -253,7 +253,7 @@ else
 	q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS ${db_fresh}_regress" -c "CREATE DATABASE ${db_fresh}_regress TEMPLATE template0" &&
 		regress_settings ${db_fresh}_regress && q -d ${db_fresh}_regress -c "CREATE EXTENSION idemjob"
 	mkdir -p "$tmp/regress-fresh"
-	"$pgxs_src/test/regress/pg_regress" --inputdir="$repo/test" --outputdir="$tmp/regress-fresh" \
+	"$pgxs_src/test/regress/pg_regress" --inputdir="$repo" --outputdir="$tmp/regress-fresh" \
 		--bindir="$PG_BIN" "${conn_opts[@]}" --use-existing --dbname=${db_fresh}_regress \
 		"${regress_tests[@]}" >"$tmp/regress-fresh/log" 2>&1
 	q -d postgres -c "DROP DATABASE IF EXISTS ${db_fresh}_regress"
@@ -271,13 +271,13 @@ fi
 # isolation: each spec's setup drops and creates the extension; make that
 # CREATE EXTENSION ... VERSION '1.0' + ALTER EXTENSION UPDATE
 mkdir -p "$tmp/iso/specs" "$tmp/iso/out"
-cp -r "$repo/test/expected" "$tmp/iso/expected"
-mapfile -t specs < <(cd "$repo/test/specs" && ls *.spec | sed 's/\.spec$//' | sort)
+cp -r "$repo/test/isolation/expected" "$tmp/iso/expected"
+mapfile -t specs < <(cd "$repo/test/isolation/specs" && ls *.spec | sed 's/\.spec$//' | sort)
 rewritten=0
 for s in "${specs[@]}"; do
 	sed -E "s/CREATE EXTENSION (IF NOT EXISTS )?idemjob;/CREATE EXTENSION \1idemjob VERSION '1.0'; ALTER EXTENSION idemjob UPDATE;/I" \
-		"$repo/test/specs/$s.spec" >"$tmp/iso/specs/$s.spec"
-	cmp -s "$repo/test/specs/$s.spec" "$tmp/iso/specs/$s.spec" || rewritten=$((rewritten + 1))
+		"$repo/test/isolation/specs/$s.spec" >"$tmp/iso/specs/$s.spec"
+	cmp -s "$repo/test/isolation/specs/$s.spec" "$tmp/iso/specs/$s.spec" || rewritten=$((rewritten + 1))
 done
 if "$pgxs_src/test/isolation/pg_isolation_regress" --inputdir="$tmp/iso" --outputdir="$tmp/iso/out" \
 	--bindir="$PG_BIN" "${conn_opts[@]}" --use-existing --dbname=$db_regress \

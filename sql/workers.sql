@@ -1,6 +1,6 @@
 -- workers (CONTRACT.md "Functions added in 1.1"): submit's scheduling
 -- arguments, claim, heartbeat, job, await_job, the retry policy.
--- Notifications are tested in test/specs/notify.spec (psql prints the
+-- Notifications are tested in test/isolation/specs/notify.spec (psql prints the
 -- sender's PID), waits across sessions in the other specs.
 -- Every claim names intents of this file only: other tests' jobs share the
 -- database.
