@@ -6,7 +6,7 @@
 -- connection options.  1.1 had only the setting idemjob.owner_binding: a
 -- client escaped it with PGOPTIONS='-c idemjob.owner_binding=off', and an
 -- authenticator's SET ROLE or a member never saw it.  These are the
--- README's recipes as deployed, each on a connection of its own.
+-- recipes of docs/security.md as deployed, each on a connection of its own.
 
 SET client_min_messages = warning;
 DROP ROLE IF EXISTS obt_api, obt_auth, obt_member, obt_other;

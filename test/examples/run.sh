@@ -103,7 +103,7 @@ prewarm() {
 passed=0
 failed=0
 # the pooler really is in transaction mode: psycopg's default (prepared
-# statements after 5 runs) must fail through it, as the README says
+# statements after 5 runs) must fail through it, as docs/clients.md says
 if [[ " $examples " == *" python "* ]]; then
 	prewarm postgres "$user"
 	if /usr/bin/python3 - "host=$work port=$bport dbname=postgres user=$user" <<'PY' >"$work/prepared.out" 2>&1; then

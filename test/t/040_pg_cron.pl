@@ -1,8 +1,8 @@
-# test/t/040_pg_cron.pl: the README's pg_cron recipe, without the sweeper.
+# test/t/040_pg_cron.pl: the pg_cron recipe of docs/operations.md, without the sweeper.
 #
 # A cluster with pg_cron (Debian's postgresql-15-cron) preloaded and idemjob
 # not preloaded (so no sweeper runs).  The two cron.schedule() calls are
-# taken from the README's "Without preloading" block as written, and run
+# taken from docs/operations.md's "Without preloading" block as written, and run
 # as they are.  Checks: a started attempt past its deadline becomes
 # unknown (its job in_doubt) with nobody calling expire_attempts(), at the
 # next minute at the latest; pg_cron records the run as succeeded; the
@@ -21,13 +21,13 @@ chomp $libdir;
 plan skip_all => 'pg_cron is not installed (postgresql-15-cron)'
   unless -e "$libdir/pg_cron.so";
 
-# the recipe, from the README (run.sh says where it is)
-my $readme = $ENV{IDEMJOB_README} // dirname(__FILE__) . '/../../README.md';
-open(my $fh, '<', $readme) or die "cannot open $readme: $!";
+# the recipe, from docs/operations.md (run.sh says where it is)
+my $ops = $ENV{IDEMJOB_OPERATIONS} // dirname(__FILE__) . '/../../docs/operations.md';
+open(my $fh, '<', $ops) or die "cannot open $ops: $!";
 my $text = do { local $/; <$fh> };
 close $fh;
 my ($recipe) = $text =~ /Without preloading, schedule it with pg_cron.*?```sql\n(.*?)```/s;
-ok(defined $recipe && $recipe =~ /cron\.schedule/, 'the README has a pg_cron recipe');
+ok(defined $recipe && $recipe =~ /cron\.schedule/, 'docs/operations.md has a pg_cron recipe');
 
 my $node = PostgreSQL::Test::Cluster->new('cron',
 	port => $ENV{IDEMJOB_CRON_PORT} // 5627);

@@ -21,12 +21,12 @@ pg_regress=$(cd "$pgxs/test/regress" && pwd)/pg_regress
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(t/*.pl)
 
-# 040_pg_cron.pl runs the README's pg_cron recipe as written
-readme=$(cd "$here/../.." && pwd)/README.md
+# 040_pg_cron.pl runs the pg_cron recipe of docs/operations.md as written
+ops=$(cd "$here/../.." && pwd)/docs/operations.md
 
 run() {
 	cd "$1"
-	PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" IDEMJOB_README="$readme" \
+	PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" IDEMJOB_OPERATIONS="$ops" \
 		prove -v -I "$perl_lib" -I "$1/t" "${tests[@]}"
 }
 
@@ -34,11 +34,11 @@ if [ "$(id -u)" = 0 ]; then
 	copy=$(mktemp -d /tmp/idemjob-tap.XXXXXX)
 	mkdir -p "$copy/t"
 	cp -a "$here"/*.pl "$here"/*.pm "$copy/t/"
-	cp "$readme" "$copy/README.md"
+	cp "$ops" "$copy/operations.md"
 	chown -R postgres: "$copy"
 	rc=0
 	runuser -u postgres -- env PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" \
-		IDEMJOB_README="$copy/README.md" \
+		IDEMJOB_OPERATIONS="$copy/operations.md" \
 		bash -c "cd '$copy' && prove -v -I '$perl_lib' -I '$copy/t' ${tests[*]}" || rc=$?
 	if [ $rc -ne 0 ] && [ -d "$copy/tmp_check/log" ]; then
 		echo "logs kept in $copy/tmp_check/log" >&2
