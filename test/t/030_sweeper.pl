@@ -5,6 +5,10 @@
 # the sweeper shows in pg_stat_activity as "idemjob sweeper"; a started
 # attempt past its deadline becomes unknown (and its job in_doubt) with
 # nobody calling expire_attempts(); a database not listed is not swept;
+# the list is read again on reload (a database added gets a sweeper, one
+# removed loses it, a missing one is logged once a minute, not every few
+# seconds), and a restarted launcher never starts a second sweeper for a
+# database;
 # sweeper_interval = 0 (on reload) stops it and a new interval starts it
 # again; pg_terminate_backend() of the sweeper and kill -9 of its process
 # (which takes the whole server through crash recovery) both end with a
@@ -33,8 +37,8 @@ restart_after_crash = on
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE app; CREATE DATABASE other;');
 $node->safe_psql($_, 'CREATE EXTENSION idemjob') for qw(app other);
-# the sweeper of a database created after startup is started again by the
-# postmaster (bgw_restart_time); a restart makes it immediate
+# the launcher tries a listed database that does not exist yet again a
+# minute later; a restart makes it immediate
 $node->restart;
 
 my $sweeper_q = q{SELECT pid FROM pg_stat_activity
@@ -112,7 +116,7 @@ ok($node->poll_query_until('app', qq{
 		SELECT state = 'unknown' FROM idemjob.attempts WHERE id = '$a2'}),
 	'a new interval turns it on again');
 
-# pg_terminate_backend: the postmaster starts it again (bgw_restart_time)
+# pg_terminate_backend: the launcher starts it again
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM ($sweeper_q) s WHERE pid <> $pid"),
@@ -134,6 +138,11 @@ swept(short_attempt('app'), 'the sweeper sweeps again after the crash');
 
 # a row a worker holds in an open transaction does not stop expiry for the
 # others (1.1 waited on it, and every tenant's attempts stayed started)
+# (the sweeper is off while the row is taken, so that it cannot expire the
+# attempt first)
+$node->append_conf('postgresql.conf', "idemjob.sweeper_interval = 0\n");
+$node->reload;
+sleep 1;
 my $held = short_attempt('app');
 my $free = short_attempt('app');
 my ($in, $out, $err) = ('', '', '');
@@ -145,11 +154,65 @@ ok($node->poll_query_until('postgres', q{
 		SELECT count(*) = 1 FROM pg_stat_activity
 		WHERE datname = 'app' AND state = 'idle in transaction'}),
 	'another session holds one expired attempt\'s row');
+like(state_of('app', $held), qr/^started running/, 'the held attempt is still started');
+$node->append_conf('postgresql.conf', "idemjob.sweeper_interval = '200ms'\n");
+$node->reload;
 swept($free, 'the sweeper expires the others meanwhile (SKIP LOCKED)');
 like(state_of('app', $held), qr/^started running/, '... and passes over the held one');
 $in .= "COMMIT;\n\\q\n";
 $holder->finish;
 swept($held, 'the held attempt expires once its row is free');
+
+# idemjob.sweeper_databases is read on reload (1.1 needed a restart)
+sub sweepers_in
+{
+	return $node->safe_psql('postgres', qq{
+		SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'idemjob sweeper' AND datname = '$_[0]'});
+}
+$node->append_conf('postgresql.conf', "idemjob.sweeper_databases = 'app,other'\n");
+$node->reload;
+ok($node->poll_query_until('other', qq{
+		SELECT state = 'unknown' FROM idemjob.attempts WHERE id = '$o1'}),
+	'a database added to the list on reload is swept');
+is(sweepers_in('other'), '1', '... by a sweeper of its own');
+$log_offset = -s $node->logfile;
+$node->append_conf('postgresql.conf', "idemjob.sweeper_databases = 'app'\n");
+$node->reload;
+ok($node->poll_query_until('postgres', qq{
+		SELECT count(*) = 0 FROM pg_stat_activity
+		WHERE backend_type = 'idemjob sweeper' AND datname = 'other'}),
+	'a database removed from the list on reload loses its sweeper');
+ok($node->log_contains(qr/sweeper for database "other" stops/, $log_offset),
+	'... and the log says why');
+is(sweepers_in('app'), '1', 'the other sweeper stays');
+
+# a database that does not exist: tried at once, again 5 s later, then
+# once a minute (1.1: every 5 s)
+$log_offset = -s $node->logfile;
+$node->append_conf('postgresql.conf', "idemjob.sweeper_databases = 'app, nodb'\n");
+$node->reload;
+sleep 20;
+my $log = substr(slurp_file($node->logfile), $log_offset);
+my $missing = () = $log =~ /database "nodb" does not exist/g;
+ok($missing >= 1 && $missing <= 2,
+	"a missing database is logged at most twice in 20 s ($missing times)");
+$node->append_conf('postgresql.conf', "idemjob.sweeper_databases = 'app'\n");
+$node->reload;
+
+# a restarted launcher finds the sweeper still running and starts no second
+my $launcher = $node->safe_psql('postgres', q{
+	SELECT pid FROM pg_stat_activity WHERE backend_type = 'idemjob sweeper launcher'});
+like($launcher, qr/^\d+$/, 'one sweeper launcher runs');
+$pid = sweeper_pid();
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+ok($node->poll_query_until('postgres', qq{
+		SELECT count(*) = 1 FROM pg_stat_activity
+		WHERE backend_type = 'idemjob sweeper launcher' AND pid <> $launcher}),
+	'a terminated launcher is started again');
+sleep 3;
+is($node->safe_psql('postgres', $sweeper_q), $pid,
+	'the sweeper it left runs on, alone (the new launcher\'s second one left)');
 
 # The sweeper connects as the bootstrap superuser; it runs as the
 # extension's owner, and calls expire_attempts()'s C code, not whatever a
