@@ -146,6 +146,7 @@ idemjob_await_job(PG_FUNCTION_ARGS)
 						 sleep_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		ij_check_client();
 	}
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();

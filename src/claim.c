@@ -346,6 +346,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 						 sleep_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		ij_check_client();
 	}
 
 	/* the tuplestore copies each row out of SPI memory */

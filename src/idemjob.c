@@ -23,8 +23,13 @@
 
 #include "access/detoast.h"
 #include "access/xact.h"
+#include "libpq/libpq.h"
+#include "libpq/libpq-be.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
+#include "tcop/dest.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -335,6 +340,32 @@ int64
 ij_capped_wait(int64 wait_us)
 {
 	return Min(wait_us, (int64) idemjob_max_wait_ms * 1000);
+}
+
+/*
+ * A waiting call (claim with wait, await_job) ends as soon as its client
+ * has gone: a claim must not take a job for a worker that is dead, nor a
+ * wait hold a snapshot for nobody.  Called in the wait loops, before each
+ * new look at the tables.  It asks the kernel whether the client's socket
+ * was closed (as client_connection_check_interval does, but every round of
+ * the wait, not on a timer), and if so ends the session the way PostgreSQL
+ * does when it finds that out itself: FATAL "connection to client lost",
+ * which aborts the transaction, so nothing the call did is committed.
+ * Nothing to check where there is no client socket (a background worker)
+ * or where the platform cannot tell a closed socket.
+ */
+void
+ij_check_client(void)
+{
+	if (MyProcPort == NULL || whereToSendOutput != DestRemote ||
+		FeBeWaitSet == NULL || !WaitEventSetCanReportClosed())
+		return;
+	if (!pq_check_connection())
+	{
+		ClientConnectionLost = 1;
+		InterruptPending = 1;
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*

@@ -124,6 +124,7 @@ extern Datum ij_deadline_after(TimestampTz base, Interval *timeout,
 								const char *name);
 extern Datum ij_time_before(TimestampTz base, Interval *age, const char *name);
 extern int64 ij_capped_wait(int64 wait_us);
+extern void ij_check_client(void);
 extern char *ij_uuid_str(Datum uuid);
 extern Datum ij_text_datum(const char *s);
 extern bool ij_text_eq(Datum a, text *b);

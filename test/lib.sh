@@ -14,7 +14,7 @@ export PG_CONFIG=$PG_BIN/pg_config
 
 # packages needed to build, test and run the scenario (a caller may name
 # fewer: test/versions/inside.sh)
-[ -n "${IDEMJOB_PACKAGES:-}" ] || IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+[ -n "${IDEMJOB_PACKAGES:-}" ] || IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libkrb5-dev
 	postgresql-contrib postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
 	libipc-run-perl libtest-json-schema-acceptance-perl libjson-perl
 	postgresql-$PG_MAJOR-cron build-essential pgbouncer

@@ -9,7 +9,7 @@
 # here.
 
 cd "$(dirname "$0")/../.."
-export IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+export IDEMJOB_PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libkrb5-dev
 	postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
 	build-essential git"
 source test/lib.sh
