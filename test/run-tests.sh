@@ -25,6 +25,7 @@ json_schema_suite() {
 
 ij_stage "pg_regress and isolation (make installcheck)" ij_regress
 ij_stage "docs/reference.md against the catalog" bash test/reference/run.sh
+ij_stage "docs: every relative link leads to a file and heading" python3 test/docs/links.py
 ij_stage "pgTAP (pg_prove)" ij_pgtap
 ij_stage "dump and restore (pg_dump -Fp | psql, pg_dump -Fc + pg_restore)" bash test/dump/run.sh
 ij_stage "upgrade from 1.0 (ALTER EXTENSION UPDATE, whole suite on the result)" bash test/upgrade/run.sh
