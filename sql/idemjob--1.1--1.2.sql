@@ -109,6 +109,43 @@ REVOKE ALL ON FUNCTION idemjob.bind_owner(pg_catalog.regrole, pg_catalog.text) F
 REVOKE ALL ON FUNCTION idemjob.unbind_owner(pg_catalog.regrole) FROM PUBLIC;
 
 --
+-- The retry policy per intent: max_attempts, backoff and its cap, set by an
+-- admin with set_retry_policy(); a NULL column falls back to the setting
+-- (idemjob.max_attempts, idemjob.retry_backoff, idemjob.retry_backoff_max),
+-- and a job's own max_attempts still wins.  1.1 had only the settings,
+-- which only a superuser can change.  Dumped with the data.
+--
+CREATE TABLE idemjob.retry_policies (
+	intent		pg_catalog.text NOT NULL,
+	max_attempts pg_catalog.int4,
+	retry_backoff pg_catalog.interval,
+	retry_backoff_max pg_catalog.interval,
+	updated_at	pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CONSTRAINT retry_policies_pkey PRIMARY KEY (intent),
+	CONSTRAINT retry_policies_intent_check CHECK
+		(pg_catalog.octet_length(intent) OPERATOR(pg_catalog.>=) 1
+		 AND pg_catalog.octet_length(intent) OPERATOR(pg_catalog.<=) 255),
+	CONSTRAINT retry_policies_max_attempts_check CHECK
+		(max_attempts OPERATOR(pg_catalog.>=) 1),
+	CONSTRAINT retry_policies_backoff_check CHECK
+		(retry_backoff OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval
+		 AND retry_backoff_max OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval)
+);
+SELECT pg_catalog.pg_extension_config_dump('idemjob.retry_policies', '');
+
+CREATE FUNCTION idemjob.set_retry_policy(intent pg_catalog.text,
+	max_attempts pg_catalog.int4 DEFAULT NULL,
+	retry_backoff pg_catalog.interval DEFAULT NULL,
+	retry_backoff_max pg_catalog.interval DEFAULT NULL)
+RETURNS idemjob.retry_policies
+AS 'MODULE_PATHNAME', 'idemjob_set_retry_policy'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON TABLE idemjob.retry_policies FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4,
+	pg_catalog.interval, pg_catalog.interval) FROM PUBLIC;
+
+--
 -- purge() deletes a final job with its attempts; a cancelled attempt can
 -- still report, and its late result then found nothing (IJ006, no race-log
 -- row: I10 broken).  The job's spent_keys row keeps what that result needs

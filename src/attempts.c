@@ -42,6 +42,7 @@
 PG_FUNCTION_INFO_V1(idemjob_start_attempt);
 PG_FUNCTION_INFO_V1(idemjob_fail_attempt);
 PG_FUNCTION_INFO_V1(idemjob_mark_unknown);
+PG_FUNCTION_INFO_V1(idemjob_set_retry_policy);
 PG_FUNCTION_INFO_V1(idemjob_cancel_attempt);
 PG_FUNCTION_INFO_V1(idemjob_expire_attempts);
 
@@ -142,13 +143,23 @@ static IjPlan job_failed = {
 
 /*
  * The retry policy, when an attempt ends without a winner and the job is
- * free again: the job is pending, due after retry_backoff x 2^(attempts-1)
- * capped at retry_backoff_max ($3, $4 in ms); or, once attempt_count has
- * reached its max_attempts ($2 when the job has none), terminal failed.
+ * free again: the job is pending, due after backoff x 2^(attempts-1)
+ * capped at backoff_max; or, once attempt_count has reached its
+ * max_attempts, terminal failed.  Each of the three is the job's own
+ * (max_attempts only), else its intent's in idemjob.retry_policies, else
+ * the setting ($2, $3, $4, the backoffs in ms).  The intent's row is read
+ * once, in the CTE.
  */
-#define RETRY_SPENT "attempt_count OPERATOR(pg_catalog.>=) COALESCE(max_attempts, $2)"
+#define RETRY_SPENT "attempt_count OPERATOR(pg_catalog.>=)" \
+	" COALESCE(max_attempts, (SELECT p.max_attempts FROM p), $2)"
+#define RETRY_MS(col, setting) \
+	"COALESCE((SELECT pg_catalog.date_part('epoch'::pg_catalog.text, p." col ")" \
+	" OPERATOR(pg_catalog.*) 1000::pg_catalog.float8 FROM p), " setting ")"
 static IjPlan job_retry = {
-	"UPDATE idemjob.jobs SET"
+	"WITH p AS (SELECT r.max_attempts, r.retry_backoff, r.retry_backoff_max"
+	" FROM idemjob.retry_policies r, idemjob.jobs j"
+	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND r.intent OPERATOR(pg_catalog.=) j.intent)"
+	" UPDATE idemjob.jobs SET"
 	" state = CASE WHEN " RETRY_SPENT " THEN 'failed'::idemjob.job_state"
 	" ELSE 'pending'::idemjob.job_state END,"
 	" version = CASE WHEN " RETRY_SPENT " THEN version OPERATOR(pg_catalog.+) 1"
@@ -159,8 +170,9 @@ static IjPlan job_retry = {
 	" ELSE error END,"
 	" run_at = CASE WHEN " RETRY_SPENT " THEN run_at"
 	" ELSE pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
-	" LEAST($3 OPERATOR(pg_catalog.*) pg_catalog.power(2::pg_catalog.float8,"
-	" LEAST(GREATEST(attempt_count OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), $4)"
+	" LEAST(" RETRY_MS("retry_backoff", "$3") " OPERATOR(pg_catalog.*) pg_catalog.power(2::pg_catalog.float8,"
+	" LEAST(GREATEST(attempt_count OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), "
+	RETRY_MS("retry_backoff_max", "$4") ")"
 	" OPERATOR(pg_catalog./) 1000::pg_catalog.float8) END,"
 	" updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
@@ -696,4 +708,71 @@ ij_expire_attempts(text *owner)
 	n = DatumGetInt32(ij_col_nn(0, 1));
 	ij_finish();
 	return n;
+}
+
+/*
+ * set_retry_policy: an intent's row of idemjob.retry_policies, written
+ * whole (a NULL falls back to the setting).  updated_at moves only when a
+ * value does, so a repeated call answers the same (I7).
+ */
+#define SAME(col) "(r." col " OPERATOR(pg_catalog.=) EXCLUDED." col \
+	" OR (r." col " IS NULL AND EXCLUDED." col " IS NULL))"
+static IjPlan set_policy = {
+	"INSERT INTO idemjob.retry_policies AS r"
+	" (intent, max_attempts, retry_backoff, retry_backoff_max)"
+	" VALUES ($1, $2, $3, $4)"
+	" ON CONFLICT (intent) DO UPDATE SET"
+	" max_attempts = EXCLUDED.max_attempts,"
+	" retry_backoff = EXCLUDED.retry_backoff,"
+	" retry_backoff_max = EXCLUDED.retry_backoff_max,"
+	" updated_at = CASE WHEN " SAME("max_attempts") " AND " SAME("retry_backoff")
+	" AND " SAME("retry_backoff_max") " THEN r.updated_at ELSE pg_catalog.now() END"
+	" RETURNING r.intent, r.max_attempts, r.retry_backoff, r.retry_backoff_max, r.updated_at",
+	4, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID}, NULL, 0
+};
+
+/* an interval argument that may be NULL, else not negative */
+static void
+backoff_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Interval	zero;
+
+	if (PG_ARGISNULL(argno))
+		return;
+	memset(&zero, 0, sizeof(zero));
+	if (DatumGetBool(DirectFunctionCall2(interval_lt, PG_GETARG_DATUM(argno),
+										 IntervalPGetDatum(&zero))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" must not be negative", name),
+				 errhint("Pass '0' to retry at once, or NULL to use idemjob.%s.", name)));
+}
+
+Datum
+idemjob_set_retry_policy(PG_FUNCTION_ARGS)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Datum		result;
+	int			i;
+
+	args[0] = PointerGetDatum(ij_name_arg(fcinfo, 0, "intent", false));
+	if (!PG_ARGISNULL(1) && PG_GETARG_INT32(1) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"max_attempts\" must be at least 1"),
+				 errhint("Pass NULL to use idemjob.max_attempts.")));
+	backoff_arg(fcinfo, 2, "retry_backoff");
+	backoff_arg(fcinfo, 3, "retry_backoff_max");
+	for (i = 1; i < 4; i++)
+	{
+		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+
+	ij_connect();
+	ij_exec(&set_policy, args, nulls);
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
 }

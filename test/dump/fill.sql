@@ -11,6 +11,8 @@
 --   spent_keys              one raw row (o1, k-spent-raw), as a restore
 --                           writes it
 --   capabilities            app_client: client
+--   retry_policies          ship: 4 attempts, 30 s doubling to 10 min
+--                           (from 1.2; a 1.1 database has no such table)
 
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
@@ -53,5 +55,13 @@ VALUES ('o1', 'k-spent-raw', sha256('pay/p1/{"amount": 13}'), idemjob.uuid_v7(),
 		'succeeded', now() - interval '2 days', now() - interval '1 day');
 
 SELECT idemjob.grant_capability('app_client', 'client') \gset
+
+DO $$
+BEGIN
+	PERFORM idemjob.set_retry_policy('ship', 4, '30 seconds', '10 minutes');
+EXCEPTION WHEN undefined_function THEN
+	-- 1.1: no retry policies yet
+	NULL;
+END $$;
 
 RESET client_min_messages;

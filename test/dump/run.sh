@@ -98,8 +98,8 @@ checks "source: attempts in every state" $src \
 	"SELECT array_agg(DISTINCT state ORDER BY state) = enum_range(NULL::idemjob.attempt_state) FROM idemjob.attempts"
 checks "source: race_log rows of both reasons" $src \
 	"SELECT array_agg(DISTINCT reason ORDER BY reason) = '{slot_taken,version_moved}' FROM idemjob.race_log"
-checks "source: rows in each of the 8 idemjob tables" $src \
-	"SELECT count(*) = 8 AND bool_and(n > 0) FROM ij_check.table_md5()"
+checks "source: rows in each of the 9 idemjob tables" $src \
+	"SELECT count(*) = 9 AND bool_and(n > 0) FROM ij_check.table_md5()"
 checks "source: a revoked certification, a capability" $src \
 	"SELECT EXISTS (SELECT FROM idemjob.certifications WHERE revoked_at IS NOT NULL)
 	    AND EXISTS (SELECT FROM idemjob.capabilities WHERE grantee = '$role'::regrole AND capability = 'client')
@@ -194,9 +194,9 @@ for t in "${targets[@]}"; do
 		 FROM pg_extension WHERE extname = 'idemjob'"
 	q -d $t -c "SELECT tab, n, md5 FROM ij_check.table_md5() ORDER BY tab" >"$tmp/rows-$t" 2>&1
 	if d=$(diff "$tmp/rows-src" "$tmp/rows-$t"); then
-		ok "$t: every row of the 8 idemjob tables identical ($(awk -F'|' '{ s = s $1 "=" $2 " " } END { print s }' "$tmp/rows-src" | sed 's/idemjob\.//g; s/ $//'))"
+		ok "$t: every row of the 9 idemjob tables identical ($(awk -F'|' '{ s = s $1 "=" $2 " " } END { print s }' "$tmp/rows-src" | sed 's/idemjob\.//g; s/ $//'))"
 	else
-		not_ok "$t: every row of the 8 idemjob tables identical" \
+		not_ok "$t: every row of the 9 idemjob tables identical" \
 			"$(echo "table|rows|md5: < source, > restored"; echo "$d")"
 	fi
 	q -d $t -c "$acl_sql" >"$tmp/acl-$t" 2>&1

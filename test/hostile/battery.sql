@@ -720,6 +720,9 @@ BEGIN
 		('settings', 'hostile_w', NULL, $$SET idemjob.max_wait = '1 day'$$, '42501'),
 		('settings', 'hostile_c', NULL, $$SET idemjob.notify = full$$, '42501'),
 		('ALTER TABLE', 'hostile_a', NULL, $$ALTER TABLE idemjob.jobs ADD COLUMN x int$$, '0A000'),
+		-- issue 19 (1.2): the retry policy is an admin's
+		('set_retry_policy', 'hostile_cw', NULL, $$SELECT idemjob.set_retry_policy('hx', 1000000, '0', '0')$$, '42501'),
+		('raw DML', 'hostile_a', NULL, $$INSERT INTO idemjob.retry_policies (intent, max_attempts) VALUES ('hx', 1000000)$$, '42501'),
 		-- validation that could not be stopped: refused when defined
 		('define_contract', 'hostile_a', NULL, $$SELECT idemjob.define_contract('hx{id}', (SELECT jsonb_build_object('$defs', jsonb_object_agg('d' || n, CASE WHEN n = 0 THEN '{"type": "integer"}'::jsonb ELSE jsonb_build_object('allOf', jsonb_build_array(jsonb_build_object('$ref', '#/$defs/d' || (n - 1)), jsonb_build_object('$ref', '#/$defs/d' || (n - 1)))) END), '$ref', '#/$defs/d60') FROM generate_series(0, 60) n))$$, '22023')
 	) AS x(fn, role, fixture, stmt, expect)

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(96);
+SELECT plan(100);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -76,6 +76,13 @@ SELECT columns_are('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key',
 SELECT has_table('idemjob', 'owner_bindings', 'owner_bindings');
 SELECT columns_are('idemjob', 'owner_bindings', ARRAY['bound_role', 'mode', 'bound_at']);
 SELECT col_is_pk('idemjob', 'owner_bindings', 'bound_role', 'one binding per role');
+-- since 1.2: the retry policy per intent
+SELECT has_table('idemjob', 'retry_policies', 'retry_policies');
+SELECT columns_are('idemjob', 'retry_policies', ARRAY['intent', 'max_attempts', 'retry_backoff',
+	'retry_backoff_max', 'updated_at']);
+SELECT col_is_pk('idemjob', 'retry_policies', 'intent', 'one policy per intent');
+SELECT function_returns('idemjob', 'set_retry_policy', ARRAY['text', 'integer', 'interval', 'interval'],
+	'idemjob.retry_policies', 'set_retry_policy returns the policy row');
 SELECT has_index('idemjob', 'spent_keys', 'spent_keys_open_attempts', 'late results of purged attempts find their tombstone by an index');
 SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key'], 'one spent key per owner and key');
 SELECT has_view('idemjob', 'in_doubt', 'in_doubt');
@@ -149,8 +156,8 @@ SELECT ok(NOT has_table_privilege('public', 'idemjob.attempts', 'INSERT, UPDATE,
 
 -- the extension is not relocatable, its data is dumped
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idemjob'), false, 'not relocatable');
-SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 8,
-	'pg_dump keeps the eight tables');
+SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 9,
+	'pg_dump keeps the nine tables');
 SELECT ok(NOT has_schema_privilege('public', 'idemjob', 'USAGE'), 'PUBLIC has no usage on the schema');
 SELECT ok(NOT has_function_privilege('public', 'idemjob.submit(text,text,text,jsonb,text,timestamptz,int,int)', 'EXECUTE'),
 	'PUBLIC cannot submit');
