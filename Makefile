@@ -13,7 +13,7 @@ OBJS = \
 	src/commit.o \
 	src/triggers.o \
 	src/contracts.o \
-	src/validator.o \
+	src/validator_check.o \
 	src/rights.o \
 	src/claim.o \
 	src/await.o \
@@ -45,7 +45,7 @@ include $(PGXS)
 
 # every file includes the shared header: a changed struct rebuilds them all
 $(OBJS) $(OBJS:.o=.bc): src/idemjob.h
-src/validator.o src/validator.bc src/contracts.o src/contracts.bc src/triggers.o src/triggers.bc: src/validator.h
+src/validator_check.o src/validator_check.bc src/contracts.o src/contracts.bc src/triggers.o src/triggers.bc: src/validator.h
 
 # sql/idemjob--1.0--1.1.sql is released and never edited, but it quotes a
 # role name twice when it takes back a grant (format %I of regrole's text,

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * validator.c
+ * validator_check.c
  *	  Output contracts: a JSON Schema (draft 2020-12) subset, compiled once
  *	  into a tree of C structs and checked against jsonb values natively.
  *
@@ -84,7 +84,7 @@
  * Nothing here touches shared state: a compiled schema belongs to one
  * backend, and validation is read-only on it.
  *
- * src/validator.c
+ * src/validator_check.c
  *
  *-------------------------------------------------------------------------
  */
