@@ -13,6 +13,9 @@ OBJS = \
 	src/commit.o \
 	src/triggers.o \
 	src/contracts.o \
+	src/validator_compile.o \
+	src/validator_link.o \
+	src/validator_regex.o \
 	src/validator_check.o \
 	src/rights.o \
 	src/claim.o \
@@ -45,7 +48,8 @@ include $(PGXS)
 
 # every file includes the shared header: a changed struct rebuilds them all
 $(OBJS) $(OBJS:.o=.bc): src/idemjob.h
-src/validator_check.o src/validator_check.bc src/contracts.o src/contracts.bc src/triggers.o src/triggers.bc: src/validator.h
+$(filter src/validator_%,$(OBJS) $(OBJS:.o=.bc)) src/contracts.o src/contracts.bc src/triggers.o src/triggers.bc: src/validator.h
+$(filter src/validator_%,$(OBJS) $(OBJS:.o=.bc)): src/validator_int.h
 
 # sql/idemjob--1.0--1.1.sql is released and never edited, but it quotes a
 # role name twice when it takes back a grant (format %I of regrole's text,

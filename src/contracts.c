@@ -38,7 +38,6 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -163,25 +162,9 @@ ij_contracts_init(void)
 	CacheRegisterRelcacheCallback(contracts_inval_callback, (Datum) 0);
 }
 
-/* the key is a pointer to the intent; hash and compare what it points to */
-static uint32
-intent_hash(const void *key, Size keysize)
-{
-	const char *s = *(char *const *) key;
-
-	return hash_bytes((const unsigned char *) s, strlen(s));
-}
-
-static int
-intent_match(const void *key1, const void *key2, Size keysize)
-{
-	return strcmp(*(char *const *) key1, *(char *const *) key2);
-}
-
 static void
 cache_reset(void)
 {
-	HASHCTL		ctl;
 	Oid			nsp;
 
 	if (cache_cxt != NULL)
@@ -189,15 +172,9 @@ cache_reset(void)
 	cache_cxt = AllocSetContextCreate(CacheMemoryContext,
 									  "idemjob contract cache",
 									  ALLOCSET_DEFAULT_SIZES);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(char *);
-	ctl.entrysize = sizeof(ContractEntry);
-	ctl.hash = intent_hash;
-	ctl.match = intent_match;
-	ctl.hcxt = cache_cxt;
-	cache = hash_create("idemjob contracts", 64, &ctl,
-						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-						HASH_CONTEXT);
+	/* the key is a pointer to the intent, hashed by what it points to */
+	cache = ij_string_ptr_table("idemjob contracts", 64,
+								sizeof(ContractEntry), cache_cxt);
 	cache_stale = false;
 	any_contract = -1;
 	intents_with_contract = (Datum) 0;

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * idemjob.c
- *	  Module entry point: settings, the trusted-path flag, and the argument
- *	  checks every SQL function shares.
+ *	  Module entry point: settings, the trusted-path flag, the argument
+ *	  checks every SQL function shares, and a hash table keyed by strings.
  *
  * Every SQL function checks its arguments before it touches a table, in the
  * contract's order: NULLs (22004), then values (22023), then ids (IJ006),
@@ -23,6 +23,7 @@
 
 #include "access/detoast.h"
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "libpq/libpq.h"
 #include "libpq/libpq-be.h"
 #include "mb/pg_wchar.h"
@@ -596,4 +597,40 @@ ij_retry_after(bool has_deadline, TimestampTz deadline)
 	if (us <= 0)
 		return 1;
 	return (int) Min((us + USECS_PER_SEC - 1) / USECS_PER_SEC, (int64) PG_INT32_MAX);
+}
+
+/*
+ * A hash table keyed by a pointer to a NUL-terminated string (the first
+ * member of each entry), hashed and compared by the string it points to,
+ * not by its address: contracts.c's cache by intent, the validator's $ref
+ * targets by pointer (validator_link.c).
+ */
+static uint32
+string_ptr_hash(const void *key, Size keysize)
+{
+	const char *s = *(char *const *) key;
+
+	return hash_bytes((const unsigned char *) s, strlen(s));
+}
+
+static int
+string_ptr_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(char *const *) key1, *(char *const *) key2);
+}
+
+HTAB *
+ij_string_ptr_table(const char *name, long nelem, Size entrysize,
+					MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = entrysize;
+	ctl.hash = string_ptr_hash;
+	ctl.match = string_ptr_match;
+	ctl.hcxt = cxt;
+	return hash_create(name, nelem, &ctl,
+					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 }

@@ -15,6 +15,7 @@
 #include "fmgr.h"
 #include "executor/spi.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
@@ -132,6 +133,9 @@ extern Jsonb *ij_note(const char *code, const char *reason);
 extern int	ij_errfields(const char *table, const char *kv);
 extern char *ij_iso_utc(TimestampTz ts);
 extern int	ij_retry_after(bool has_deadline, TimestampTz deadline);
+/* a hash table keyed by a pointer to a string, by the string (idemjob.c) */
+extern HTAB *ij_string_ptr_table(const char *name, long nelem, Size entrysize,
+								 MemoryContext cxt);
 
 /*
  * The SET list that starts an attempt on a job (start_attempt's two paths
@@ -182,6 +186,6 @@ extern void ij_job_retry(Datum job_id, Jsonb *error);
 extern void ij_notify_due(const char *intent);
 extern void ij_notify_done(Datum job_id);
 
-/* validator.c: JSON Schema 2020-12 over jsonb, see validator.h */
+/* validator_*.c: JSON Schema 2020-12 over jsonb, see validator.h */
 
 #endif							/* IDEMJOB_H */

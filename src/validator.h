@@ -4,6 +4,11 @@
  *	  JSON Schema (draft 2020-12 subset) compiled once and checked against
  *	  jsonb values natively, walking PostgreSQL's jsonb containers.
  *
+ * This is the public API.  The validator's internals, the types of the
+ * compiled form and the helpers its files (validator_compile.c,
+ * validator_link.c, validator_regex.c, validator_check.c) share, are in
+ * validator_int.h.
+ *
  * src/validator.h
  *
  *-------------------------------------------------------------------------
