@@ -2,7 +2,8 @@
  *
  * idemjob.c
  *	  Module entry point: settings, the trusted-path flag, the argument
- *	  checks every SQL function shares, and a hash table keyed by strings.
+ *	  checks every SQL function shares, and two helpers: a message formatted
+ *	  from a va_list, a hash table keyed by strings.
  *
  * Every SQL function checks its arguments before it touches a table, in the
  * contract's order: NULLs (22004), then values (22023), then ids (IJ006),
@@ -24,6 +25,7 @@
 #include "access/detoast.h"
 #include "access/xact.h"
 #include "common/hashfn.h"
+#include "lib/stringinfo.h"
 #include "libpq/libpq.h"
 #include "libpq/libpq-be.h"
 #include "mb/pg_wchar.h"
@@ -600,10 +602,36 @@ ij_retry_after(bool has_deadline, TimestampTz deadline)
 }
 
 /*
+ * fmt formatted with args into a palloc'd string: psprintf for a function
+ * that takes a format and its arguments itself (the guards' refusals, the
+ * validator's violations).
+ */
+char *
+ij_vformat(const char *fmt, va_list args)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (;;)
+	{
+		va_list		copy;
+		int			needed;
+
+		va_copy(copy, args);
+		needed = appendStringInfoVA(&buf, fmt, copy);
+		va_end(copy);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&buf, needed);
+	}
+	return buf.data;
+}
+
+/*
  * A hash table keyed by a pointer to a NUL-terminated string (the first
  * member of each entry), hashed and compared by the string it points to,
  * not by its address: contracts.c's cache by intent, the validator's $ref
- * targets by pointer (validator_link.c).
+ * targets by JSON Pointer (validator_link.c).
  */
 static uint32
 string_ptr_hash(const void *key, Size keysize)

@@ -133,6 +133,8 @@ extern Jsonb *ij_note(const char *code, const char *reason);
 extern int	ij_errfields(const char *table, const char *kv);
 extern char *ij_iso_utc(TimestampTz ts);
 extern int	ij_retry_after(bool has_deadline, TimestampTz deadline);
+/* psprintf from a va_list (idemjob.c) */
+extern char *ij_vformat(const char *fmt, va_list args) pg_attribute_printf(1, 0);
 /* a hash table keyed by a pointer to a string, by the string (idemjob.c) */
 extern HTAB *ij_string_ptr_table(const char *name, long nelem, Size entrysize,
 								 MemoryContext cxt);

@@ -900,25 +900,16 @@ static void refuse(Guard *g, const char *fmt,...) pg_attribute_printf(2, 3);
 static void
 refuse(Guard *g, const char *fmt,...)
 {
-	StringInfoData detail;
+	va_list		args;
+	char	   *detail;
 
-	initStringInfo(&detail);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&detail, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&detail, needed);
-	}
+	va_start(args, fmt);
+	detail = ij_vformat(fmt, args);
+	va_end(args);
 	ereport(ERROR,
 			(errcode(ERRCODE_IJ_INVALID_TRANSITION),
 			 errmsg("%s of %s is refused", g->op, row_label(g)),
-			 errdetail_internal("%s", detail.data),
+			 errdetail_internal("%s", detail),
 			 errhint("%s", g->t->hint)));
 }
 

@@ -223,23 +223,12 @@ static bool ij_fail(IjValidate *vx, const char *keyword, const char *fmt,...)
 static bool
 ij_fail(IjValidate *vx, const char *keyword, const char *fmt,...)
 {
-	StringInfoData msg;
+	va_list		args;
 
-	initStringInfo(&msg);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&msg, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&msg, needed);
-	}
+	va_start(args, fmt);
+	vx->err_message = ij_vformat(fmt, args);
+	va_end(args);
 	vx->err_keyword = keyword;
-	vx->err_message = msg.data;
 	vx->err_path = ij_instance_path(vx);
 	return false;
 }
@@ -247,6 +236,12 @@ ij_fail(IjValidate *vx, const char *keyword, const char *fmt,...)
 /* fail, building the message only when someone will read it */
 #define IJ_FAIL(vx, keyword, ...) \
 	((vx)->quiet > 0 ? false : ij_fail((vx), (keyword), __VA_ARGS__))
+
+
+/* ----------------------------------------------------------------
+ * Types, and JSON equality (enum, const, uniqueItems)
+ * ----------------------------------------------------------------
+ */
 
 static int
 ij_value_type(JsonbValue *v)
@@ -352,6 +347,12 @@ ij_compare(JsonbValue *a, JsonbValue *b)
 										  b->val.binary.data);
 	}
 }
+
+
+/* ----------------------------------------------------------------
+ * uniqueItems: hashing and sorting the items
+ * ----------------------------------------------------------------
+ */
 
 typedef struct IjItem
 {
@@ -596,6 +597,12 @@ ij_check_number(IjValidate *vx, IjNode *s, Numeric x)
 	return true;
 }
 
+
+/* ----------------------------------------------------------------
+ * Strings
+ * ----------------------------------------------------------------
+ */
+
 static pg_noinline bool
 ij_check_string(IjValidate *vx, IjNode *s, const char *str, int len)
 {
@@ -637,6 +644,12 @@ ij_check_string(IjValidate *vx, IjNode *s, const char *str, int len)
 	}
 	return true;
 }
+
+
+/* ----------------------------------------------------------------
+ * Arrays
+ * ----------------------------------------------------------------
+ */
 
 /*
  * uniqueItems: hash every item once, sort by hash (equal values are then
@@ -808,6 +821,12 @@ ij_check_array(IjValidate *vx, IjNode *s, JsonbContainer *c)
 		return ij_check_contains_count(vx, s, matches);
 	return true;
 }
+
+
+/* ----------------------------------------------------------------
+ * Objects
+ * ----------------------------------------------------------------
+ */
 
 static bool
 ij_has_key(JsonbContainer *c, const char *key, int len)
@@ -1010,6 +1029,12 @@ ij_check_object(IjValidate *vx, IjNode *s, JsonbValue *obj)
 	}
 	return true;
 }
+
+
+/* ----------------------------------------------------------------
+ * The walk: a subschema at a value
+ * ----------------------------------------------------------------
+ */
 
 /* does v satisfy s?  Quiet: only the answer. */
 static bool
@@ -1225,6 +1250,12 @@ ij_check(IjValidate *vx, IjNode *s, JsonbValue *v, const char *via)
 		return ij_check_memo(vx, s, v, via);
 	return ij_check_node(vx, s, v, via);
 }
+
+
+/* ----------------------------------------------------------------
+ * The entry point
+ * ----------------------------------------------------------------
+ */
 
 /* one member of the violation object, a string */
 static void

@@ -13,7 +13,11 @@
  * expressions compiled with PostgreSQL's regex engine (pg_regcomp, in
  * validator_regex.c), child subschemas as pointers.  Every keyword outside
  * the supported set is refused, never ignored, so a contract means what it
- * says.  The schema jsonb itself is copied once into the compiled form's
+ * says.  The keyword table (ij_keywords) says how each supported keyword
+ * is compiled: one whose value is only stored (a count, a number, a
+ * subschema, an array or an object of subschemas) goes straight to its
+ * field in IjNode, the others are compiled case by case.  The schema jsonb
+ * itself is copied once into the compiled form's
  * memory context and every string, number, enum or const value points
  * into that copy, so the caller may free its own schema datum.
  *
@@ -58,111 +62,67 @@
 /* property names quoted in messages are clipped to this many bytes */
 #define IJ_MSG_NAME_MAX 64
 
-/* the supported keywords */
-typedef enum IjKeyword
-{
-	KW_TYPE,
-	KW_ENUM,
-	KW_CONST,
-	KW_PROPERTIES,
-	KW_REQUIRED,
-	KW_ADDITIONAL_PROPERTIES,
-	KW_PATTERN_PROPERTIES,
-	KW_PROPERTY_NAMES,
-	KW_MIN_PROPERTIES,
-	KW_MAX_PROPERTIES,
-	KW_DEPENDENT_REQUIRED,
-	KW_DEPENDENT_SCHEMAS,
-	KW_ITEMS,
-	KW_PREFIX_ITEMS,
-	KW_CONTAINS,
-	KW_MIN_CONTAINS,
-	KW_MAX_CONTAINS,
-	KW_MIN_ITEMS,
-	KW_MAX_ITEMS,
-	KW_UNIQUE_ITEMS,
-	KW_MIN_LENGTH,
-	KW_MAX_LENGTH,
-	KW_PATTERN,
-	KW_MINIMUM,
-	KW_MAXIMUM,
-	KW_EXCLUSIVE_MINIMUM,
-	KW_EXCLUSIVE_MAXIMUM,
-	KW_MULTIPLE_OF,
-	KW_ALL_OF,
-	KW_ANY_OF,
-	KW_ONE_OF,
-	KW_NOT,
-	KW_IF,
-	KW_THEN,
-	KW_ELSE,
-	KW_DEFS,
-	KW_REF,
-	KW_ID,
-	KW_ANN_STRING,				/* annotations, checked for type only */
-	KW_ANN_BOOL,
-	KW_ANN_ARRAY,
-	KW_ANN_ANY,
-	KW_ANN_SCHEMA
-} IjKeyword;
+/* a field of IjNode, for the keyword table */
+#define IJ_AT(field)	offsetof(IjNode, field)
 
-static const struct
+/*
+ * The supported keywords: name, which one, how its value is compiled,
+ * whether it constrains the value, and where a stored value (and its
+ * count) goes.
+ */
+static const IjKeywordDef ij_keywords[] =
 {
-	const char *name;
-	IjKeyword	kw;
-}			ij_keywords[] =
-{
-	{"type", KW_TYPE},
-	{"enum", KW_ENUM},
-	{"const", KW_CONST},
-	{"properties", KW_PROPERTIES},
-	{"required", KW_REQUIRED},
-	{"additionalProperties", KW_ADDITIONAL_PROPERTIES},
-	{"patternProperties", KW_PATTERN_PROPERTIES},
-	{"propertyNames", KW_PROPERTY_NAMES},
-	{"minProperties", KW_MIN_PROPERTIES},
-	{"maxProperties", KW_MAX_PROPERTIES},
-	{"dependentRequired", KW_DEPENDENT_REQUIRED},
-	{"dependentSchemas", KW_DEPENDENT_SCHEMAS},
-	{"items", KW_ITEMS},
-	{"prefixItems", KW_PREFIX_ITEMS},
-	{"contains", KW_CONTAINS},
-	{"minContains", KW_MIN_CONTAINS},
-	{"maxContains", KW_MAX_CONTAINS},
-	{"minItems", KW_MIN_ITEMS},
-	{"maxItems", KW_MAX_ITEMS},
-	{"uniqueItems", KW_UNIQUE_ITEMS},
-	{"minLength", KW_MIN_LENGTH},
-	{"maxLength", KW_MAX_LENGTH},
-	{"pattern", KW_PATTERN},
-	{"minimum", KW_MINIMUM},
-	{"maximum", KW_MAXIMUM},
-	{"exclusiveMinimum", KW_EXCLUSIVE_MINIMUM},
-	{"exclusiveMaximum", KW_EXCLUSIVE_MAXIMUM},
-	{"multipleOf", KW_MULTIPLE_OF},
-	{"allOf", KW_ALL_OF},
-	{"anyOf", KW_ANY_OF},
-	{"oneOf", KW_ONE_OF},
-	{"not", KW_NOT},
-	{"if", KW_IF},
-	{"then", KW_THEN},
-	{"else", KW_ELSE},
-	{"$defs", KW_DEFS},
-	{"$ref", KW_REF},
-	{"$id", KW_ID},
-	{"title", KW_ANN_STRING},
-	{"description", KW_ANN_STRING},
-	{"$comment", KW_ANN_STRING},
-	{"$schema", KW_ANN_STRING},
-	{"format", KW_ANN_STRING},
-	{"contentEncoding", KW_ANN_STRING},
-	{"contentMediaType", KW_ANN_STRING},
-	{"deprecated", KW_ANN_BOOL},
-	{"readOnly", KW_ANN_BOOL},
-	{"writeOnly", KW_ANN_BOOL},
-	{"examples", KW_ANN_ARRAY},
-	{"default", KW_ANN_ANY},
-	{"contentSchema", KW_ANN_SCHEMA}
+	{"type", KW_TYPE, IJ_FORM_OTHER, true, 0, 0},
+	{"enum", KW_ENUM, IJ_FORM_OTHER, true, 0, 0},
+	{"const", KW_CONST, IJ_FORM_OTHER, true, 0, 0},
+	{"properties", KW_STORED, IJ_FORM_MAP, true, IJ_AT(props), IJ_AT(nprops)},
+	{"required", KW_REQUIRED, IJ_FORM_OTHER, true, 0, 0},
+	{"additionalProperties", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(additionalProperties), 0},
+	{"patternProperties", KW_PATTERN_PROPERTIES, IJ_FORM_OTHER, true, 0, 0},
+	{"propertyNames", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(propertyNames), 0},
+	{"minProperties", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(minProperties), 0},
+	{"maxProperties", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(maxProperties), 0},
+	{"dependentRequired", KW_DEPENDENT_REQUIRED, IJ_FORM_OTHER, true, 0, 0},
+	{"dependentSchemas", KW_STORED, IJ_FORM_MAP, true, IJ_AT(depschemas), IJ_AT(ndepschemas)},
+	{"items", KW_ITEMS, IJ_FORM_OTHER, true, 0, 0},
+	{"prefixItems", KW_STORED, IJ_FORM_SCHEMAS, true, IJ_AT(prefixItems), IJ_AT(nprefix)},
+	{"contains", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(contains), 0},
+	{"minContains", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(minContains), 0},
+	{"maxContains", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(maxContains), 0},
+	{"minItems", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(minItems), 0},
+	{"maxItems", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(maxItems), 0},
+	{"uniqueItems", KW_UNIQUE_ITEMS, IJ_FORM_OTHER, true, 0, 0},
+	{"minLength", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(minLength), 0},
+	{"maxLength", KW_STORED, IJ_FORM_COUNT, true, IJ_AT(maxLength), 0},
+	{"pattern", KW_PATTERN, IJ_FORM_OTHER, true, 0, 0},
+	{"minimum", KW_STORED, IJ_FORM_NUMBER, true, IJ_AT(minimum), 0},
+	{"maximum", KW_STORED, IJ_FORM_NUMBER, true, IJ_AT(maximum), 0},
+	{"exclusiveMinimum", KW_STORED, IJ_FORM_NUMBER, true, IJ_AT(exclusiveMinimum), 0},
+	{"exclusiveMaximum", KW_STORED, IJ_FORM_NUMBER, true, IJ_AT(exclusiveMaximum), 0},
+	{"multipleOf", KW_MULTIPLE_OF, IJ_FORM_OTHER, true, 0, 0},
+	{"allOf", KW_STORED, IJ_FORM_SCHEMAS, true, IJ_AT(allOf), IJ_AT(nallOf)},
+	{"anyOf", KW_STORED, IJ_FORM_SCHEMAS, true, IJ_AT(anyOf), IJ_AT(nanyOf)},
+	{"oneOf", KW_STORED, IJ_FORM_SCHEMAS, true, IJ_AT(oneOf), IJ_AT(noneOf)},
+	{"not", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(not), 0},
+	{"if", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(if_), 0},
+	{"then", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(then_), 0},
+	{"else", KW_STORED, IJ_FORM_SCHEMA, true, IJ_AT(else_), 0},
+	{"$defs", KW_STORED, IJ_FORM_MAP, false, IJ_AT(defs), IJ_AT(ndefs)},
+	{"$ref", KW_REF, IJ_FORM_OTHER, true, 0, 0},
+	{"$id", KW_ID, IJ_FORM_OTHER, false, 0, 0},
+	{"title", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"description", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"$comment", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"$schema", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"format", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"contentEncoding", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"contentMediaType", KW_ANN_STRING, IJ_FORM_OTHER, false, 0, 0},
+	{"deprecated", KW_ANN_BOOL, IJ_FORM_OTHER, false, 0, 0},
+	{"readOnly", KW_ANN_BOOL, IJ_FORM_OTHER, false, 0, 0},
+	{"writeOnly", KW_ANN_BOOL, IJ_FORM_OTHER, false, 0, 0},
+	{"examples", KW_ANN_ARRAY, IJ_FORM_OTHER, false, 0, 0},
+	{"default", KW_ANN_ANY, IJ_FORM_OTHER, false, 0, 0},
+	{"contentSchema", KW_ANN_SCHEMA, IJ_FORM_OTHER, false, 0, 0}
 };
 
 const IjTypeName ij_types[IJ_NTYPES] =
@@ -212,7 +172,7 @@ ij_name(const char *s, int len)
 	return pnstrdup(s, len);
 }
 
-/* the same for qsort, which may run long: interruptible */
+/* ij_named_cmp for qsort, which may run long: interruptible */
 static int
 ij_named_sort_cmp(const void *a, const void *b)
 {
@@ -239,7 +199,6 @@ ij_elements(JsonbContainer *c, int *n)
 	*n = i;
 	return out;
 }
-
 
 /*
  * The next member of the object *it iterates over (skipNested): its key
@@ -473,21 +432,18 @@ ij_schema_map(IjCompile *cc, IjNode *node, const char *kw, JsonbValue *v,
 	return out;
 }
 
-static IjKeyword
-ij_lookup_keyword(const char *s, int len, const char **name)
+/* the keyword named s, or NULL if it is not supported */
+const IjKeywordDef *
+ij_keyword_def(const char *s, int len)
 {
 	int			i;
 
 	for (i = 0; i < (int) lengthof(ij_keywords); i++)
 	{
 		if (ij_key_eq(s, len, ij_keywords[i].name))
-		{
-			*name = ij_keywords[i].name;
-			return ij_keywords[i].kw;
-		}
+			return &ij_keywords[i];
 	}
-	*name = NULL;
-	return -1;
+	return NULL;
 }
 
 static uint8
@@ -573,14 +529,12 @@ ij_compile_dependent_required(IjCompile *cc, IjNode *node, const char *kw,
 }
 
 /*
- * The keyword families.  Each compiles the keywords of its family and
- * returns true, or returns false for a keyword of another family.
+ * A keyword compiled by its own rules (IJ_FORM_OTHER) that constrains the
+ * value.
  */
-
-/* keywords for any type, strings and numbers */
-static bool
-ij_compile_scalar_kw(IjCompile *cc, IjNode *node, IjKeyword which,
-					 const char *kw, JsonbValue *v)
+static void
+ij_compile_special(IjCompile *cc, IjNode *node, IjKeyword which,
+				   const char *kw, JsonbValue *v)
 {
 	switch (which)
 	{
@@ -597,11 +551,27 @@ ij_compile_scalar_kw(IjCompile *cc, IjNode *node, IjKeyword which,
 			node->has_const = true;
 			node->constval = *v;
 			break;
-		case KW_MIN_LENGTH:
-			node->minLength = ij_count(cc, node, kw, v);
+		case KW_REQUIRED:
+			node->required = ij_string_set(cc, node, kw, NULL, 0, v,
+										   &node->nrequired);
 			break;
-		case KW_MAX_LENGTH:
-			node->maxLength = ij_count(cc, node, kw, v);
+		case KW_PATTERN_PROPERTIES:
+			(void) ij_schema_map(cc, node, kw, v, &node->npatterns,
+								 &node->patterns);
+			break;
+		case KW_DEPENDENT_REQUIRED:
+			ij_compile_dependent_required(cc, node, kw, v);
+			break;
+		case KW_ITEMS:
+			if (ij_is_array(v))
+				ij_bad(node, kw, NULL, 0, -1,
+					   "must be a schema (an object or a boolean); for tuples use \"prefixItems\"");
+			node->items = ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
+			break;
+		case KW_UNIQUE_ITEMS:
+			if (v->type != jbvBool)
+				ij_bad(node, kw, NULL, 0, -1, "must be a boolean");
+			node->uniqueItems = v->val.boolean;
 			break;
 		case KW_PATTERN:
 			if (v->type != jbvString)
@@ -611,145 +581,10 @@ ij_compile_scalar_kw(IjCompile *cc, IjNode *node, IjKeyword which,
 			ij_compile_regex(cc, node->pattern, v->val.string.val,
 							 v->val.string.len, node, kw, false);
 			break;
-		case KW_MINIMUM:
-			node->minimum = ij_number(node, kw, v);
-			break;
-		case KW_MAXIMUM:
-			node->maximum = ij_number(node, kw, v);
-			break;
-		case KW_EXCLUSIVE_MINIMUM:
-			node->exclusiveMinimum = ij_number(node, kw, v);
-			break;
-		case KW_EXCLUSIVE_MAXIMUM:
-			node->exclusiveMaximum = ij_number(node, kw, v);
-			break;
 		case KW_MULTIPLE_OF:
 			if (v->type != jbvNumeric || ij_numcmp(v->val.numeric, cc->zero) <= 0)
 				ij_bad(node, kw, NULL, 0, -1, "must be a number greater than 0");
 			node->multipleOf = v->val.numeric;
-			break;
-		default:
-			return false;
-	}
-	return true;
-}
-
-/* keywords for objects */
-static bool
-ij_compile_object_kw(IjCompile *cc, IjNode *node, IjKeyword which,
-					 const char *kw, JsonbValue *v)
-{
-	switch (which)
-	{
-		case KW_PROPERTIES:
-			node->props = ij_schema_map(cc, node, kw, v, &node->nprops, NULL);
-			break;
-		case KW_REQUIRED:
-			node->required = ij_string_set(cc, node, kw, NULL, 0, v,
-										   &node->nrequired);
-			break;
-		case KW_ADDITIONAL_PROPERTIES:
-			node->additionalProperties =
-				ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
-			break;
-		case KW_PATTERN_PROPERTIES:
-			(void) ij_schema_map(cc, node, kw, v, &node->npatterns,
-								 &node->patterns);
-			break;
-		case KW_PROPERTY_NAMES:
-			node->propertyNames =
-				ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
-			break;
-		case KW_MIN_PROPERTIES:
-			node->minProperties = ij_count(cc, node, kw, v);
-			break;
-		case KW_MAX_PROPERTIES:
-			node->maxProperties = ij_count(cc, node, kw, v);
-			break;
-		case KW_DEPENDENT_REQUIRED:
-			ij_compile_dependent_required(cc, node, kw, v);
-			break;
-		case KW_DEPENDENT_SCHEMAS:
-			node->depschemas = ij_schema_map(cc, node, kw, v,
-											 &node->ndepschemas, NULL);
-			break;
-		default:
-			return false;
-	}
-	return true;
-}
-
-/* keywords for arrays */
-static bool
-ij_compile_array_kw(IjCompile *cc, IjNode *node, IjKeyword which,
-					const char *kw, JsonbValue *v)
-{
-	switch (which)
-	{
-		case KW_ITEMS:
-			if (ij_is_array(v))
-				ij_bad(node, kw, NULL, 0, -1,
-					   "must be a schema (an object or a boolean); for tuples use \"prefixItems\"");
-			node->items = ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
-			break;
-		case KW_PREFIX_ITEMS:
-			node->prefixItems = ij_schema_array(cc, node, kw, v,
-												&node->nprefix);
-			break;
-		case KW_CONTAINS:
-			node->contains = ij_compile_node(cc, v, node, kw, NULL, 0, -1,
-											 false);
-			break;
-		case KW_MIN_CONTAINS:
-			node->minContains = ij_count(cc, node, kw, v);
-			break;
-		case KW_MAX_CONTAINS:
-			node->maxContains = ij_count(cc, node, kw, v);
-			break;
-		case KW_MIN_ITEMS:
-			node->minItems = ij_count(cc, node, kw, v);
-			break;
-		case KW_MAX_ITEMS:
-			node->maxItems = ij_count(cc, node, kw, v);
-			break;
-		case KW_UNIQUE_ITEMS:
-			if (v->type != jbvBool)
-				ij_bad(node, kw, NULL, 0, -1, "must be a boolean");
-			node->uniqueItems = v->val.boolean;
-			break;
-		default:
-			return false;
-	}
-	return true;
-}
-
-/* the in-place applicators: $ref, allOf, anyOf, oneOf, not, if/then/else */
-static bool
-ij_compile_inplace_kw(IjCompile *cc, IjNode *node, IjKeyword which,
-					  const char *kw, JsonbValue *v)
-{
-	switch (which)
-	{
-		case KW_ALL_OF:
-			node->allOf = ij_schema_array(cc, node, kw, v, &node->nallOf);
-			break;
-		case KW_ANY_OF:
-			node->anyOf = ij_schema_array(cc, node, kw, v, &node->nanyOf);
-			break;
-		case KW_ONE_OF:
-			node->oneOf = ij_schema_array(cc, node, kw, v, &node->noneOf);
-			break;
-		case KW_NOT:
-			node->not = ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
-			break;
-		case KW_IF:
-			node->if_ = ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
-			break;
-		case KW_THEN:
-			node->then_ = ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
-			break;
-		case KW_ELSE:
-			node->else_ = ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
 			break;
 		case KW_REF:
 			if (v->type != jbvString ||
@@ -762,21 +597,17 @@ ij_compile_inplace_kw(IjCompile *cc, IjNode *node, IjKeyword which,
 			node->reflen = v->val.string.len;
 			break;
 		default:
-			return false;
+			elog(ERROR, "unexpected keyword \"%s\"", kw);
 	}
-	return true;
 }
 
-/* the keywords that constrain nothing: $defs, $id, the annotations */
-static bool
-ij_compile_inert_kw(IjCompile *cc, IjNode *node, IjKeyword which,
-					const char *kw, JsonbValue *v, bool is_root)
+/* $id and the annotations: they constrain nothing, checked for type only */
+static void
+ij_compile_annotation(IjNode *node, IjKeyword which, const char *kw,
+					  JsonbValue *v, bool is_root)
 {
 	switch (which)
 	{
-		case KW_DEFS:
-			node->defs = ij_schema_map(cc, node, kw, v, &node->ndefs, NULL);
-			break;
 		case KW_ID:
 			if (!is_root)
 				ij_bad(node, kw, NULL, 0, -1,
@@ -802,10 +633,12 @@ ij_compile_inert_kw(IjCompile *cc, IjNode *node, IjKeyword which,
 			ij_require_schema_value(node, kw, NULL, 0, -1, v);
 			break;
 		default:
-			return false;
+			elog(ERROR, "unexpected keyword \"%s\"", kw);
 	}
-	return true;
 }
+
+static void ij_unsupported_keyword(IjNode *node, const char *key, int keylen)
+			pg_attribute_noreturn();
 
 static void
 ij_unsupported_keyword(IjNode *node, const char *key, int keylen)
@@ -823,24 +656,48 @@ ij_unsupported_keyword(IjNode *node, const char *key, int keylen)
 
 /*
  * One member of a schema object.  *constrains: whether the keyword
- * constrains the value (false for $defs, $id and the annotations).
+ * constrains the value (false for $defs, $id and the annotations).  A
+ * keyword whose value is only stored goes where the keyword table says.
  */
 static pg_noinline void
 ij_compile_keyword(IjCompile *cc, IjNode *node, const char *key, int keylen,
 				   JsonbValue *v, bool is_root, bool *constrains)
 {
+	const IjKeywordDef *def = ij_keyword_def(key, keylen);
 	const char *kw;
-	IjKeyword	which = ij_lookup_keyword(key, keylen, &kw);
 
-	*constrains = true;
-	if (ij_compile_scalar_kw(cc, node, which, kw, v) ||
-		ij_compile_object_kw(cc, node, which, kw, v) ||
-		ij_compile_array_kw(cc, node, which, kw, v) ||
-		ij_compile_inplace_kw(cc, node, which, kw, v))
-		return;
-	*constrains = false;
-	if (!ij_compile_inert_kw(cc, node, which, kw, v, is_root))
+	if (def == NULL)
 		ij_unsupported_keyword(node, key, keylen);
+	kw = def->name;
+	*constrains = def->constrains;
+	switch (def->form)
+	{
+		case IJ_FORM_COUNT:
+			IJ_FIELD(node, def->at, int64) = ij_count(cc, node, kw, v);
+			break;
+		case IJ_FORM_NUMBER:
+			IJ_FIELD(node, def->at, Numeric) = ij_number(node, kw, v);
+			break;
+		case IJ_FORM_SCHEMA:
+			IJ_FIELD(node, def->at, IjNode *) =
+				ij_compile_node(cc, v, node, kw, NULL, 0, -1, false);
+			break;
+		case IJ_FORM_SCHEMAS:
+			IJ_FIELD(node, def->at, IjNode **) =
+				ij_schema_array(cc, node, kw, v, &IJ_FIELD(node, def->nat, int));
+			break;
+		case IJ_FORM_MAP:
+			IJ_FIELD(node, def->at, IjNamed *) =
+				ij_schema_map(cc, node, kw, v, &IJ_FIELD(node, def->nat, int),
+							  NULL);
+			break;
+		case IJ_FORM_OTHER:
+			if (def->constrains)
+				ij_compile_special(cc, node, def->kw, kw, v);
+			else
+				ij_compile_annotation(node, def->kw, kw, v, is_root);
+			break;
+	}
 }
 
 IjNode *

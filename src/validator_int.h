@@ -7,9 +7,9 @@
  * validator.h is the public API (ij_schema_compile, ij_schema_validate);
  * this header is for the validator's own files only, split by phase:
  *
- *	validator_compile.c	compiling a schema: the keyword table, one IjNode
- *						per subschema, schema paths and compile errors,
- *						ij_schema_compile
+ *	validator_compile.c	compiling a schema: the keyword table
+ *						(ij_keyword_def), one IjNode per subschema, schema
+ *						paths and compile errors, ij_schema_compile
  *	validator_link.c	after the tree is built: $ref resolution, the
  *						reference cycle check, the expansion bound, pure
  *						$refs collapsed, subschemas marked for the memo
@@ -250,6 +250,58 @@ typedef struct IjCompile
 } IjCompile;
 
 
+/*
+ * The keyword table (validator_compile.c).  A keyword whose value is only
+ * stored (a count, a number, a subschema, an array or an object of them)
+ * says where in IjNode it goes, and the compiler stores it there; $ref
+ * pointers are followed through the compiled tree by the same entries
+ * (validator_link.c).  The other keywords are compiled case by case.
+ */
+typedef enum IjForm
+{
+	IJ_FORM_OTHER,				/* by its own rules (IjKeyword) */
+	IJ_FORM_COUNT,				/* int64 at "at": a non-negative integer */
+	IJ_FORM_NUMBER,				/* Numeric at "at" */
+	IJ_FORM_SCHEMA,				/* IjNode * at "at": a subschema */
+	IJ_FORM_SCHEMAS,			/* IjNode ** at "at", count at "nat" */
+	IJ_FORM_MAP					/* IjNamed * at "at" (by name), count at "nat" */
+} IjForm;
+
+typedef enum IjKeyword
+{
+	KW_STORED,					/* not IJ_FORM_OTHER: stored as its form says */
+	KW_TYPE,
+	KW_ENUM,
+	KW_CONST,
+	KW_REQUIRED,
+	KW_PATTERN_PROPERTIES,
+	KW_DEPENDENT_REQUIRED,
+	KW_ITEMS,
+	KW_UNIQUE_ITEMS,
+	KW_PATTERN,
+	KW_MULTIPLE_OF,
+	KW_REF,
+	KW_ID,
+	KW_ANN_STRING,				/* annotations, checked for type only */
+	KW_ANN_BOOL,
+	KW_ANN_ARRAY,
+	KW_ANN_ANY,
+	KW_ANN_SCHEMA
+} IjKeyword;
+
+typedef struct IjKeywordDef
+{
+	const char *name;
+	IjKeyword	kw;
+	IjForm		form;
+	bool		constrains;		/* false: $defs, $id and the annotations */
+	Size		at;				/* offsetof(IjNode, ...) of the value */
+	Size		nat;			/* ... of its count (IJ_FORM_SCHEMAS, _MAP) */
+} IjKeywordDef;
+
+/* the field of a node at an offset the keyword table gives, as type */
+#define IJ_FIELD(node, off, type)	(*(type *) ((char *) (node) + (off)))
+
 /* ----------------------------------------------------------------
  * Small helpers, inline: validation calls them on its hot path
  * ----------------------------------------------------------------
@@ -327,6 +379,7 @@ ij_named_find(IjNamed *arr, int n, const char *name, int len)
  */
 
 /* validator_compile.c: building the tree, schema paths, compile errors */
+extern const IjKeywordDef *ij_keyword_def(const char *s, int len);
 extern IjNode *ij_compile_node(IjCompile *cc, JsonbValue *v, IjNode *parent,
 							   const char *kw, const char *key, int keylen,
 							   int index, bool is_root);

@@ -76,12 +76,11 @@
 /* the child applicators: at the value's members, items or property names */
 #define IJ_FOREACH_DOWN_SLOT(n, s, body) \
 	do { \
-		int			d_; \
-		for (d_ = 0; d_ < (n)->nprefix; d_++) { IjNode **s = &(n)->prefixItems[d_]; body; } \
+		for (int d_ = 0; d_ < (n)->nprefix; d_++) { IjNode **s = &(n)->prefixItems[d_]; body; } \
 		if ((n)->items) { IjNode **s = &(n)->items; body; } \
 		if ((n)->contains) { IjNode **s = &(n)->contains; body; } \
-		for (d_ = 0; d_ < (n)->nprops; d_++) { IjNode **s = &(n)->props[d_].schema; body; } \
-		for (d_ = 0; d_ < (n)->npatterns; d_++) { IjNode **s = &(n)->patterns[d_].schema; body; } \
+		for (int d_ = 0; d_ < (n)->nprops; d_++) { IjNode **s = &(n)->props[d_].schema; body; } \
+		for (int d_ = 0; d_ < (n)->npatterns; d_++) { IjNode **s = &(n)->patterns[d_].schema; body; } \
 		if ((n)->additionalProperties) { IjNode **s = &(n)->additionalProperties; body; } \
 		if ((n)->propertyNames) { IjNode **s = &(n)->propertyNames; body; } \
 	} while (0)
@@ -89,21 +88,13 @@
 /* allOf, anyOf, oneOf, not, if, then, else: at the same value */
 #define IJ_FOREACH_COMBINATOR_SLOT(n, s, body) \
 	do { \
-		int			a_; \
-		for (a_ = 0; a_ < (n)->nallOf; a_++) { IjNode **s = &(n)->allOf[a_]; body; } \
-		for (a_ = 0; a_ < (n)->nanyOf; a_++) { IjNode **s = &(n)->anyOf[a_]; body; } \
-		for (a_ = 0; a_ < (n)->noneOf; a_++) { IjNode **s = &(n)->oneOf[a_]; body; } \
+		for (int a_ = 0; a_ < (n)->nallOf; a_++) { IjNode **s = &(n)->allOf[a_]; body; } \
+		for (int a_ = 0; a_ < (n)->nanyOf; a_++) { IjNode **s = &(n)->anyOf[a_]; body; } \
+		for (int a_ = 0; a_ < (n)->noneOf; a_++) { IjNode **s = &(n)->oneOf[a_]; body; } \
 		if ((n)->not) { IjNode **s = &(n)->not; body; } \
 		if ((n)->if_) { IjNode **s = &(n)->if_; body; } \
 		if ((n)->then_) { IjNode **s = &(n)->then_; body; } \
 		if ((n)->else_) { IjNode **s = &(n)->else_; body; } \
-	} while (0)
-
-/* dependentSchemas: at the same value */
-#define IJ_FOREACH_DEPSCHEMA_SLOT(n, s, body) \
-	do { \
-		int			p_; \
-		for (p_ = 0; p_ < (n)->ndepschemas; p_++) { IjNode **s = &(n)->depschemas[p_].schema; body; } \
 	} while (0)
 
 /*
@@ -114,7 +105,7 @@
 	do { \
 		if ((n)->reftarget) { IjNode *c = (n)->reftarget; body; } \
 		IJ_FOREACH_COMBINATOR_SLOT(n, c##_s, { IjNode *c = *c##_s; body; }); \
-		IJ_FOREACH_DEPSCHEMA_SLOT(n, c##_s, { IjNode *c = *c##_s; body; }); \
+		for (int p_ = 0; p_ < (n)->ndepschemas; p_++) { IjNode *c = (n)->depschemas[p_].schema; body; } \
 	} while (0)
 
 
@@ -142,8 +133,7 @@ ij_parse_index(const char *s, int len, int *index)
 	return true;
 }
 
-
-
+/* a reference token, decoded */
 typedef struct IjToken
 {
 	char	   *s;
@@ -245,12 +235,6 @@ ij_decode_pointer(IjNode *node, int *ntokens)
 	return toks;
 }
 
-static bool
-ij_tok_is(IjToken *t, const char *s)
-{
-	return ij_key_eq(t->s, t->len, s);
-}
-
 static IjNode *
 ij_tok_index(IjToken *t, IjNode **arr, int n)
 {
@@ -261,6 +245,52 @@ ij_tok_index(IjToken *t, IjNode **arr, int n)
 	return arr[idx];
 }
 
+/*
+ * One step through the compiled tree: the subschema of cur that token t
+ * names ("items", "not", ...), or with the next token t2 a member or an
+ * element of it ("properties/x", "allOf/0", ...); NULL if there is none.
+ * *used: how many tokens the step took.
+ */
+static IjNode *
+ij_walk_step(IjNode *cur, IjToken *t, IjToken *t2, int *used)
+{
+	const IjKeywordDef *def = ij_keyword_def(t->s, t->len);
+	IjNode	   *next = NULL;
+	int			j;
+
+	*used = 1;
+	if (def == NULL)
+		return NULL;
+	if (def->form == IJ_FORM_SCHEMA)
+		return IJ_FIELD(cur, def->at, IjNode *);
+	if (def->kw == KW_ITEMS)
+		return cur->items;
+	if (t2 == NULL)
+		return NULL;
+	*used = 2;
+	if (def->form == IJ_FORM_SCHEMAS)
+		return ij_tok_index(t2, IJ_FIELD(cur, def->at, IjNode **),
+							IJ_FIELD(cur, def->nat, int));
+	if (def->form == IJ_FORM_MAP)
+	{
+		IjNamed    *nm = ij_named_find(IJ_FIELD(cur, def->at, IjNamed *),
+									   IJ_FIELD(cur, def->nat, int),
+									   t2->s, t2->len);
+
+		return nm ? nm->schema : NULL;
+	}
+	if (def->kw == KW_PATTERN_PROPERTIES)
+	{
+		for (j = 0; j < cur->npatterns; j++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (ij_key_eq(t2->s, t2->len, cur->patterns[j].src))
+				next = cur->patterns[j].schema;
+		}
+	}
+	return next;
+}
+
 /* follow the pointer through the compiled tree; NULL if it leaves it */
 static IjNode *
 ij_walk_compiled(IjNode *cur, IjToken *toks, int n)
@@ -269,74 +299,13 @@ ij_walk_compiled(IjNode *cur, IjToken *toks, int n)
 
 	while (cur != NULL && i < n)
 	{
-		IjToken    *t = &toks[i];
 		IjToken    *t2 = (i + 1 < n) ? &toks[i + 1] : NULL;
-		IjNamed    *nm;
-		IjNode	   *next = NULL;
-		int			used = 1;
+		int			used;
 
 		CHECK_FOR_INTERRUPTS();
 		if (cur->kind != IJ_OBJECT)
 			return NULL;
-
-		if (ij_tok_is(t, "items"))
-			next = cur->items;
-		else if (ij_tok_is(t, "contains"))
-			next = cur->contains;
-		else if (ij_tok_is(t, "additionalProperties"))
-			next = cur->additionalProperties;
-		else if (ij_tok_is(t, "propertyNames"))
-			next = cur->propertyNames;
-		else if (ij_tok_is(t, "not"))
-			next = cur->not;
-		else if (ij_tok_is(t, "if"))
-			next = cur->if_;
-		else if (ij_tok_is(t, "then"))
-			next = cur->then_;
-		else if (ij_tok_is(t, "else"))
-			next = cur->else_;
-		else if (t2 == NULL)
-			return NULL;
-		else
-		{
-			used = 2;
-			if (ij_tok_is(t, "properties"))
-			{
-				nm = ij_named_find(cur->props, cur->nprops, t2->s, t2->len);
-				next = nm ? nm->schema : NULL;
-			}
-			else if (ij_tok_is(t, "$defs"))
-			{
-				nm = ij_named_find(cur->defs, cur->ndefs, t2->s, t2->len);
-				next = nm ? nm->schema : NULL;
-			}
-			else if (ij_tok_is(t, "dependentSchemas"))
-			{
-				nm = ij_named_find(cur->depschemas, cur->ndepschemas,
-								   t2->s, t2->len);
-				next = nm ? nm->schema : NULL;
-			}
-			else if (ij_tok_is(t, "patternProperties"))
-			{
-				int			j;
-
-				for (j = 0; j < cur->npatterns; j++)
-				{
-					CHECK_FOR_INTERRUPTS();
-					if (ij_key_eq(t2->s, t2->len, cur->patterns[j].src))
-						next = cur->patterns[j].schema;
-				}
-			}
-			else if (ij_tok_is(t, "allOf"))
-				next = ij_tok_index(t2, cur->allOf, cur->nallOf);
-			else if (ij_tok_is(t, "anyOf"))
-				next = ij_tok_index(t2, cur->anyOf, cur->nanyOf);
-			else if (ij_tok_is(t, "oneOf"))
-				next = ij_tok_index(t2, cur->oneOf, cur->noneOf);
-			else if (ij_tok_is(t, "prefixItems"))
-				next = ij_tok_index(t2, cur->prefixItems, cur->nprefix);
-		}
-		cur = next;
+		cur = ij_walk_step(cur, &toks[i], t2, &used);
 		i += used;
 	}
 	return cur;
@@ -467,7 +436,8 @@ ij_for_children(IjCompile *cc, IjNode *n, IjVisit fn)
 	if (n->kind != IJ_OBJECT)
 		return;
 	IJ_FOREACH_DOWN_SLOT(n, s, fn(cc, *s));
-	IJ_FOREACH_DEPSCHEMA_SLOT(n, s, fn(cc, *s));
+	for (i = 0; i < n->ndepschemas; i++)
+		fn(cc, n->depschemas[i].schema);
 	for (i = 0; i < n->ndefs; i++)
 		fn(cc, n->defs[i].schema);
 	IJ_FOREACH_COMBINATOR_SLOT(n, s, fn(cc, *s));
@@ -559,7 +529,8 @@ ij_collapse(IjNode *n)
 	if (n->reftarget)
 		n->reftarget = ij_skip_refs(n->reftarget);
 	IJ_FOREACH_DOWN_SLOT(n, s, IJ_COLLAPSE(*s));
-	IJ_FOREACH_DEPSCHEMA_SLOT(n, s, IJ_COLLAPSE(*s));
+	for (i = 0; i < n->ndepschemas; i++)
+		IJ_COLLAPSE(n->depschemas[i].schema);
 	for (i = 0; i < n->ndefs; i++)
 		ij_collapse(n->defs[i].schema);
 	IJ_FOREACH_COMBINATOR_SLOT(n, s, IJ_COLLAPSE(*s));
@@ -697,6 +668,30 @@ ij_expand_in(IjCompile *cc, IjNode *n)
 
 static int64 ij_expand_all(IjCompile *cc, IjNode *n);
 
+/*
+ * The start of a count below a value (xdown, xall), kept in the node with
+ * its mark: true and *x when it is known already, none when n is not a
+ * schema object or is being counted (a recursion through the value, which
+ * repeats only as deep as the value goes); else n is marked as being
+ * counted and false returned.
+ */
+static inline bool
+ij_expand_known(IjNode *n, uint8 *mark, int64 count, int64 none, int64 *x)
+{
+	if (n->kind != IJ_OBJECT || *mark == IJ_DFS_ACTIVE)
+	{
+		*x = none;
+		return true;
+	}
+	if (*mark == IJ_DFS_DONE)
+	{
+		*x = count;
+		return true;
+	}
+	*mark = IJ_DFS_ACTIVE;
+	return false;
+}
+
 /* xdown: evaluations at one member, item or name of the value */
 static int64
 ij_expand_down(IjCompile *cc, IjNode *n)
@@ -708,13 +703,8 @@ ij_expand_down(IjCompile *cc, IjNode *n)
 
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
-	if (n->kind != IJ_OBJECT)
-		return 0;
-	if (n->xdmark == IJ_DFS_DONE)
-		return n->xdown;
-	if (n->xdmark == IJ_DFS_ACTIVE)
-		return 0;				/* a recursion through the value */
-	n->xdmark = IJ_DFS_ACTIVE;
+	if (ij_expand_known(n, &n->xdmark, n->xdown, 0, &sum))
+		return sum;
 
 	/* a member's value */
 	t = 0;
@@ -756,13 +746,8 @@ ij_expand_all(IjCompile *cc, IjNode *n)
 
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
-	if (n->kind != IJ_OBJECT)
-		return 1;
-	if (n->xmark == IJ_DFS_DONE)
-		return n->xall;
-	if (n->xmark == IJ_DFS_ACTIVE)
-		return 1;				/* a recursion through the value */
-	n->xmark = IJ_DFS_ACTIVE;
+	if (ij_expand_known(n, &n->xmark, n->xall, 1, &x))
+		return x;
 	x = ij_expand_in(cc, n);
 	n->xall = Max(x, ij_expand_down(cc, n));
 	n->xmark = IJ_DFS_DONE;
