@@ -39,28 +39,33 @@ wait_for_waiter() {
 	return 1
 }
 
+# sample WAITING_SQL WAKING_SQL: one latency in ms.  The waiter runs
+# WAITING_SQL (a statement marked wake-probe returning its clock); once it
+# waits, WAKING_SQL runs on another connection, then that connection's
+# clock is read.
+sample() {
+	"${PSQL[@]}" -d $DB -c "$1" >"$work/a" &
+	wait_for_waiter
+	"${PSQL[@]}" -d $DB -c "$2" -c "SELECT extract(epoch FROM clock_timestamp())" |
+		tail -n 1 >"$work/b"
+	wait
+	echo "$(cat "$work/a") $(cat "$work/b")" | awk '{ printf "%.3f\n", ($1 - $2) * 1000 }'
+}
+
 sample_await() {
 	local job att
 	read -r job att < <("${PSQL[@]}" -F ' ' -d $DB -c "
 		WITH j AS (SELECT job_id FROM idemjob.submit('o', 'k$1', 'wake', '{}'))
 		SELECT j.job_id, a.id FROM j, idemjob.start_attempt(j.job_id) a")
-	"${PSQL[@]}" -d $DB -c "SELECT extract(epoch FROM clock_timestamp()) /* wake-probe */
-		FROM idemjob.await_job('$job', '10s')" >"$work/a" &
-	wait_for_waiter
-	"${PSQL[@]}" -d $DB -c "SELECT outcome FROM idemjob.complete_attempt('$att', '{}')" \
-		-c "SELECT extract(epoch FROM clock_timestamp())" | tail -n 1 >"$work/b"
-	wait
-	echo "$(cat "$work/a") $(cat "$work/b")" | awk '{ printf "%.3f\n", ($1 - $2) * 1000 }'
+	sample "SELECT extract(epoch FROM clock_timestamp()) /* wake-probe */
+		FROM idemjob.await_job('$job', '10s')" \
+		"SELECT outcome FROM idemjob.complete_attempt('$att', '{}')"
 }
 
 sample_claim() {
-	"${PSQL[@]}" -d $DB -c "SELECT extract(epoch FROM clock_timestamp()) /* wake-probe */
-		FROM idemjob.claim('w', ARRAY['wake_claim'], 1, NULL, '10s')" >"$work/a" &
-	wait_for_waiter
-	"${PSQL[@]}" -d $DB -c "SELECT 1 FROM idemjob.submit('o', 'c$1', 'wake_claim', '{}')" \
-		-c "SELECT extract(epoch FROM clock_timestamp())" | tail -n 1 >"$work/b"
-	wait
-	echo "$(cat "$work/a") $(cat "$work/b")" | awk '{ printf "%.3f\n", ($1 - $2) * 1000 }'
+	sample "SELECT extract(epoch FROM clock_timestamp()) /* wake-probe */
+		FROM idemjob.claim('w', ARRAY['wake_claim'], 1, NULL, '10s')" \
+		"SELECT 1 FROM idemjob.submit('o', 'c$1', 'wake_claim', '{}')"
 }
 
 report() {

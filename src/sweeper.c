@@ -88,6 +88,25 @@ typedef struct SweeperSlot
 } SweeperSlot;
 
 /*
+ * What the launcher and the sweepers have in common: a process of this
+ * library that connects (the launcher to no database) once recovery is
+ * over.
+ */
+static void
+describe_worker(BackgroundWorker *worker, const char *function, const char *type,
+				int restart_time)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = restart_time;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "idemjob");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+	worker->bgw_main_arg = (Datum) 0;
+}
+
+/*
  * Register the launcher (from _PG_init, after the settings are defined).
  * Only while shared_preload_libraries is being processed.
  */
@@ -99,14 +118,9 @@ ij_sweeper_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = LAUNCHER_RESTART_S;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idemjob");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "ij_sweeper_launcher_main");
+	describe_worker(&worker, "ij_sweeper_launcher_main", "idemjob sweeper launcher",
+					LAUNCHER_RESTART_S);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "idemjob sweeper launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "idemjob sweeper launcher");
 	RegisterBackgroundWorker(&worker);
 }
 
@@ -158,16 +172,9 @@ start_sweeper(SweeperSlot *slot)
 	MemoryContext old;
 	bool		ok;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idemjob");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "ij_sweeper_main");
+	describe_worker(&worker, "ij_sweeper_main", "idemjob sweeper", BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "idemjob sweeper for database %s", slot->dbname);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "idemjob sweeper");
 	strlcpy(worker.bgw_extra, slot->dbname, BGW_EXTRALEN);
-	worker.bgw_main_arg = (Datum) 0;
 	worker.bgw_notify_pid = MyProcPid;
 
 	if (slot->handle)
