@@ -44,4 +44,15 @@ ij_json_lexer(const char *json, size_t len, bool need_escapes)
 #endif
 }
 
+/*
+ * A function that never returns: 18 marks it with a prefix (pg_noreturn,
+ * C11's _Noreturn) and no longer has the suffix pg_attribute_noreturn(),
+ * which GCC and clang also take in front of a declaration.
+ */
+#if PG_VERSION_NUM >= 180000
+#define IJ_NORETURN pg_noreturn
+#else
+#define IJ_NORETURN pg_attribute_noreturn()
+#endif
+
 #endif							/* IDEMJOB_COMPAT_H */

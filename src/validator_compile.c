@@ -637,8 +637,8 @@ ij_compile_annotation(IjNode *node, IjKeyword which, const char *kw,
 	}
 }
 
-static void ij_unsupported_keyword(IjNode *node, const char *key, int keylen)
-			pg_attribute_noreturn();
+IJ_NORETURN static void ij_unsupported_keyword(IjNode *node, const char *key,
+												int keylen);
 
 static void
 ij_unsupported_keyword(IjNode *node, const char *key, int keylen)

@@ -386,8 +386,8 @@ extern IjNode *ij_compile_node(IjCompile *cc, JsonbValue *v, IjNode *parent,
 extern void ij_append_token(StringInfo buf, const char *s, int len);
 extern char *ij_name(const char *s, int len);
 extern void ij_append_node_path(StringInfo buf, IjNode *node);
-extern void ij_bad(IjNode *node, const char *kw, const char *key, int keylen,
-				   int index, const char *msg) pg_attribute_noreturn();
+IJ_NORETURN extern void ij_bad(IjNode *node, const char *kw, const char *key,
+							   int keylen, int index, const char *msg);
 
 /* validator_link.c: everything between the tree and the compiled form */
 extern void ij_link_schema(IjCompile *cc);
