@@ -121,6 +121,7 @@ CREATE TABLE idemjob.retry_policies (
 	retry_backoff pg_catalog.interval,
 	retry_backoff_max pg_catalog.interval,
 	updated_at	pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	fence_unknown_after pg_catalog.interval,
 	CONSTRAINT retry_policies_pkey PRIMARY KEY (intent),
 	CONSTRAINT retry_policies_intent_check CHECK
 		(pg_catalog.octet_length(intent) OPERATOR(pg_catalog.>=) 1
@@ -129,21 +130,169 @@ CREATE TABLE idemjob.retry_policies (
 		(max_attempts OPERATOR(pg_catalog.>=) 1),
 	CONSTRAINT retry_policies_backoff_check CHECK
 		(retry_backoff OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval
-		 AND retry_backoff_max OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval)
+		 AND retry_backoff_max OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval),
+	CONSTRAINT retry_policies_fence_check CHECK
+		(fence_unknown_after OPERATOR(pg_catalog.>) '0'::pg_catalog.interval)
 );
 SELECT pg_catalog.pg_extension_config_dump('idemjob.retry_policies', '');
 
 CREATE FUNCTION idemjob.set_retry_policy(intent pg_catalog.text,
 	max_attempts pg_catalog.int4 DEFAULT NULL,
 	retry_backoff pg_catalog.interval DEFAULT NULL,
-	retry_backoff_max pg_catalog.interval DEFAULT NULL)
+	retry_backoff_max pg_catalog.interval DEFAULT NULL,
+	fence_unknown_after pg_catalog.interval DEFAULT NULL)
 RETURNS idemjob.retry_policies
 AS 'MODULE_PATHNAME', 'idemjob_set_retry_policy'
 LANGUAGE C VOLATILE;
 
 REVOKE ALL ON TABLE idemjob.retry_policies FROM PUBLIC;
 REVOKE ALL ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4,
-	pg_catalog.interval, pg_catalog.interval) FROM PUBLIC;
+	pg_catalog.interval, pg_catalog.interval, pg_catalog.interval) FROM PUBLIC;
+
+--
+-- Two-phase claim.  claim(..., lease => true) starts each attempt with a
+-- lease (idemjob.claim_lease): the worker confirms it, with
+-- begin_attempt(), immediately before it calls the provider.  An attempt
+-- not confirmed in time was provably never sent: expire_attempts() and the
+-- sweeper release it (state released, the job due again at once, no retry
+-- counted), and a late confirmation or result is refused (IJ008).  A plain
+-- claim keeps 1.1's meaning: no lease, nothing releases the attempt but
+-- its deadline.  lease_until is NULL for an attempt without a lease or
+-- once confirmed; a released attempt keeps the lease it missed.
+--
+-- (The new enum value cannot be used in the transaction that adds it:
+-- nothing below names it; the C code does, in later transactions.)
+--
+ALTER TYPE idemjob.attempt_state ADD VALUE 'released';
+ALTER TABLE idemjob.attempts ADD COLUMN lease_until pg_catalog.timestamptz;
+
+-- the sweeper's release: leased attempts still unconfirmed, by lease end
+CREATE INDEX attempts_leased
+	ON idemjob.attempts (lease_until)
+	WHERE state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state
+		AND lease_until IS NOT NULL;
+-- abandon_attempts(): a worker's attempts still in flight or in doubt
+CREATE INDEX attempts_in_flight_worker
+	ON idemjob.attempts (worker)
+	WHERE state OPERATOR(pg_catalog.=) ANY
+		('{started,unknown}'::idemjob.attempt_state[]);
+
+DROP FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4,
+	pg_catalog.interval, pg_catalog.interval);
+CREATE FUNCTION idemjob.claim(
+	worker pg_catalog.text,
+	intents pg_catalog.text[] DEFAULT NULL,
+	max_jobs pg_catalog.int4 DEFAULT 1,
+	timeout pg_catalog.interval DEFAULT NULL,
+	wait pg_catalog.interval DEFAULT '0'::pg_catalog.interval,
+	lease pg_catalog.bool DEFAULT false)
+RETURNS TABLE(attempt_id pg_catalog.uuid, job_id pg_catalog.uuid,
+			  owner_id pg_catalog.text, intent pg_catalog.text,
+			  params pg_catalog.jsonb, provider pg_catalog.text,
+			  attempt_no pg_catalog.int4, read_version pg_catalog.int8,
+			  deadline pg_catalog.timestamptz)
+AS 'MODULE_PATHNAME', 'idemjob_claim'
+LANGUAGE C VOLATILE ROWS 1;
+
+CREATE FUNCTION idemjob.begin_attempt(attempt_id pg_catalog.uuid)
+RETURNS idemjob.attempts
+AS 'MODULE_PATHNAME', 'idemjob_begin_attempt'
+LANGUAGE C VOLATILE;
+
+-- a restarted worker gives up what it left in flight or in doubt
+CREATE FUNCTION idemjob.abandon_attempts(worker pg_catalog.text)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'idemjob_abandon_attempts'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4,
+	pg_catalog.interval, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.begin_attempt(pg_catalog.uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.abandon_attempts(pg_catalog.text) FROM PUBLIC;
+
+--
+-- Failover routed by the server.  An intent's route is the order of
+-- providers its jobs fail over to; when an attempt ends without a result
+-- that counts (a retryable failure, a rejected result, a doubt ended by
+-- cancel_attempt, the doubt policy or abandon_attempts), the job moves to
+-- the next certified provider of [its own provider, then the route], and
+-- claim() and start_attempt(job, NULL) start it there.  jobs.provider
+-- stays the provider the request named (part of the request); the job's
+-- current provider is next_provider, NULL meaning its own.
+--
+CREATE TABLE idemjob.routes (
+	intent		pg_catalog.text NOT NULL,
+	providers	pg_catalog.text[] NOT NULL,
+	updated_at	pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CONSTRAINT routes_pkey PRIMARY KEY (intent),
+	CONSTRAINT routes_intent_check CHECK
+		(pg_catalog.octet_length(intent) OPERATOR(pg_catalog.>=) 1
+		 AND pg_catalog.octet_length(intent) OPERATOR(pg_catalog.<=) 255),
+	CONSTRAINT routes_providers_check CHECK
+		(pg_catalog.cardinality(providers) OPERATOR(pg_catalog.<=) 16
+		 AND pg_catalog.array_position(providers, NULL) IS NULL
+		 AND pg_catalog.array_ndims(providers) IS NOT DISTINCT FROM
+			 CASE WHEN pg_catalog.cardinality(providers) OPERATOR(pg_catalog.=) 0
+				  THEN NULL ELSE 1 END)
+);
+SELECT pg_catalog.pg_extension_config_dump('idemjob.routes', '');
+ALTER TABLE idemjob.jobs ADD COLUMN next_provider pg_catalog.text COLLATE pg_catalog."C";
+
+CREATE FUNCTION idemjob.set_route(intent pg_catalog.text, providers pg_catalog.text[])
+RETURNS idemjob.routes
+AS 'MODULE_PATHNAME', 'idemjob_set_route'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON TABLE idemjob.routes FROM PUBLIC;
+REVOKE ALL ON FUNCTION idemjob.set_route(pg_catalog.text, pg_catalog.text[]) FROM PUBLIC;
+
+-- in_doubt: an attempt still inside its lease was never sent, so it is not
+-- in doubt even past its deadline
+CREATE OR REPLACE VIEW idemjob.in_doubt WITH (security_barrier) AS
+SELECT a.job_id, a.owner_id,
+	(SELECT j.intent FROM idemjob.jobs j
+	 WHERE j.id OPERATOR(pg_catalog.=) a.job_id) AS intent,
+	a.id AS attempt_id, a.attempt_no,
+	a.provider, a.worker, a.state, a.started_at, a.deadline, a.unknown_at,
+	COALESCE(a.unknown_at, a.deadline) AS in_doubt_since,
+	pg_catalog.now() OPERATOR(pg_catalog.-)
+		COALESCE(a.unknown_at, a.deadline) AS age
+FROM idemjob.attempts a
+WHERE (a.state OPERATOR(pg_catalog.=) 'unknown'::idemjob.attempt_state
+	   OR (a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state
+		   AND a.deadline IS NOT NULL
+		   AND a.deadline OPERATOR(pg_catalog.<) pg_catalog.now()
+		   AND a.lease_until IS NULL))
+	AND idemjob.owner_visible(a.owner_id);
+
+-- provider_stats: released attempts (never sent) are counted apart
+-- (compared as text: the new enum value is not usable in this transaction)
+CREATE OR REPLACE VIEW idemjob.provider_stats WITH (security_barrier) AS
+SELECT j.intent, a.provider,
+	pg_catalog.count(*) AS attempts,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS succeeded,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'superseded'::idemjob.attempt_state) AS superseded,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
+		AND (a.error OPERATOR(pg_catalog.->>) 'code') OPERATOR(pg_catalog.=) 'contract_violation') AS rejected,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
+		AND (a.error OPERATOR(pg_catalog.->>) 'code') IS DISTINCT FROM 'contract_violation') AS failed,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) ANY
+		('{started,unknown}'::idemjob.attempt_state[])) AS in_doubt,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state) AS cancelled,
+	pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		pg_catalog.date_part('epoch'::pg_catalog.text,
+			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS p50_ms,
+	pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		pg_catalog.date_part('epoch'::pg_catalog.text,
+			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS p95_ms,
+	pg_catalog.max(a.started_at) AS last_started_at,
+	pg_catalog.count(*) FILTER (WHERE a.state::pg_catalog.text OPERATOR(pg_catalog.=) 'released') AS released
+FROM idemjob.attempts a
+	JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id
+WHERE idemjob.owner_visible(a.owner_id)
+GROUP BY j.intent, a.provider;
 
 --
 -- purge() deletes a final job with its attempts; a cancelled attempt can

@@ -57,7 +57,7 @@ INSERT INTO contract_matrix VALUES
 	('idemjob.job(uuid)', 'c w o a'),
 	('idemjob.await_job(uuid,interval)', 'c o a'),
 	('idemjob.cancel_job(uuid,text)', 'c o a'),
-	('idemjob.claim(text,text[],integer,interval,interval)', 'w o a'),
+	('idemjob.claim(text,text[],integer,interval,interval,boolean)', 'w o a'),
 	('idemjob.start_attempt(uuid,text,interval,text)', 'w o a'),
 	('idemjob.heartbeat(uuid,interval)', 'w o a'),
 	('idemjob.complete_attempt(uuid,jsonb)', 'w o a'),
@@ -298,7 +298,7 @@ SELECT has_schema_privilege('r_cw', 'idemjob', 'USAGE') AS usage,
 	has_function_privilege('r_cw', 'idemjob.validate(jsonb,jsonb)', 'EXECUTE') AS validate,
 	has_function_privilege('r_cw', 'idemjob.submit(text,text,text,jsonb,text,timestamptz,int4,int4)', 'EXECUTE') AS submit,
 	has_function_privilege('r_cw', 'idemjob.start_attempt(uuid,text,interval,text)', 'EXECUTE') AS start_attempt,
-	has_function_privilege('r_cw', 'idemjob.claim(text,text[],int4,interval,interval)', 'EXECUTE') AS claim;
+	has_function_privilege('r_cw', 'idemjob.claim(text,text[],int4,interval,interval,bool)', 'EXECUTE') AS claim;
 SELECT (pg_temp.call_as('r_cw', format($$SELECT idemjob.job(%L)$$, :'job'))).state IN ('00000', 'XX000') AS job_call_not_refused;
 SELECT (pg_temp.call_as('r_cw', format($$SELECT idemjob.start_attempt(%L)$$, :'job'))).state AS start_attempt_call;
 -- and the last one takes everything back

@@ -34,6 +34,8 @@
 #include "datatype/timestamp.h"
 #include "access/xact.h"
 #include "commands/async.h"
+#include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -45,6 +47,8 @@ PG_FUNCTION_INFO_V1(idemjob_mark_unknown);
 PG_FUNCTION_INFO_V1(idemjob_set_retry_policy);
 PG_FUNCTION_INFO_V1(idemjob_cancel_attempt);
 PG_FUNCTION_INFO_V1(idemjob_expire_attempts);
+PG_FUNCTION_INFO_V1(idemjob_begin_attempt);
+PG_FUNCTION_INFO_V1(idemjob_abandon_attempts);
 
 #define FINAL_JOB_STATES "('{succeeded,failed,cancelled}'::idemjob.job_state[])"
 
@@ -59,7 +63,8 @@ static IjPlan start_fast_insert = {
 	"  UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	"  WHERE id OPERATOR(pg_catalog.=) $2"
 	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
-	"  AND ($3::pg_catalog.text IS NULL OR provider OPERATOR(pg_catalog.=) $3)"
+	"  AND (($3::pg_catalog.text IS NULL AND next_provider IS NULL)"
+	"   OR provider OPERATOR(pg_catalog.=) $3)"
 	"  RETURNING owner_id, provider, version, attempt_count)"
 	" INSERT INTO idemjob.attempts"
 	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
@@ -69,7 +74,8 @@ static IjPlan start_fast_insert = {
 };
 
 static IjPlan start_lock_job = {
-	"SELECT state::pg_catalog.text, provider, intent, owner_id FROM idemjob.jobs"
+	"SELECT state::pg_catalog.text, provider, intent, owner_id,"
+	" COALESCE(next_provider, provider) FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	1, {UUIDOID}, NULL, 0
 };
@@ -102,8 +108,14 @@ static IjPlan attempt_row = {
 	1, {UUIDOID}, NULL, 0
 };
 
+#define LOCK_ATTEMPT_COLS(a) \
+	a "job_id, " a "state::pg_catalog.text, " a "read_version, " a "result_sha256," \
+	" " a "state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state" \
+	" AND " a "lease_until IS NOT NULL," \
+	" COALESCE(" a "lease_until OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp(), false)," \
+	" " a "provider, " a "owner_id"
 static IjPlan lock_attempt = {
-	"SELECT job_id, state::pg_catalog.text, read_version, result_sha256, owner_id"
+	"SELECT " LOCK_ATTEMPT_COLS("")
 	" FROM idemjob.attempts"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	1, {UUIDOID}, NULL, 0
@@ -111,8 +123,7 @@ static IjPlan lock_attempt = {
 
 /* the same, with the job's intent, for a result to check against its contract */
 static IjPlan lock_attempt_intent = {
-	"SELECT a.job_id, a.state::pg_catalog.text, a.read_version, a.result_sha256,"
-	" a.owner_id, j.intent"
+	"SELECT " LOCK_ATTEMPT_COLS("a.") ", j.intent"
 	" FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id"
 	" WHERE a.id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF a",
 	1, {UUIDOID}, NULL, 0
@@ -148,9 +159,11 @@ static IjPlan job_failed = {
  * max_attempts, terminal failed.  Each of the three is the job's own
  * (max_attempts only), else its intent's in idemjob.retry_policies, else
  * the setting ($2, $3, $4, the backoffs in ms).  The intent's row is read
- * once, in the CTE.
+ * once, in the CTE.  Released attempts (never sent) are not counted, in
+ * max_attempts or in the backoff.
  */
-#define RETRY_SPENT "attempt_count OPERATOR(pg_catalog.>=)" \
+#define RETRY_COUNTED "(attempt_count OPERATOR(pg_catalog.-) (SELECT r.n FROM r))"
+#define RETRY_SPENT RETRY_COUNTED " OPERATOR(pg_catalog.>=)" \
 	" COALESCE(max_attempts, (SELECT p.max_attempts FROM p), $2)"
 #define RETRY_MS(col, setting) \
 	"COALESCE((SELECT pg_catalog.date_part('epoch'::pg_catalog.text, p." col ")" \
@@ -158,7 +171,10 @@ static IjPlan job_failed = {
 static IjPlan job_retry = {
 	"WITH p AS (SELECT r.max_attempts, r.retry_backoff, r.retry_backoff_max"
 	" FROM idemjob.retry_policies r, idemjob.jobs j"
-	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND r.intent OPERATOR(pg_catalog.=) j.intent)"
+	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND r.intent OPERATOR(pg_catalog.=) j.intent),"
+	" r AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM idemjob.attempts a"
+	" WHERE a.job_id OPERATOR(pg_catalog.=) $1"
+	" AND a.state OPERATOR(pg_catalog.=) 'released'::idemjob.attempt_state)"
 	" UPDATE idemjob.jobs SET"
 	" state = CASE WHEN " RETRY_SPENT " THEN 'failed'::idemjob.job_state"
 	" ELSE 'pending'::idemjob.job_state END,"
@@ -171,7 +187,7 @@ static IjPlan job_retry = {
 	" run_at = CASE WHEN " RETRY_SPENT " THEN run_at"
 	" ELSE pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
 	" LEAST(" RETRY_MS("retry_backoff", "$3") " OPERATOR(pg_catalog.*) pg_catalog.power(2::pg_catalog.float8,"
-	" LEAST(GREATEST(attempt_count OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), "
+	" LEAST(GREATEST(" RETRY_COUNTED " OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), "
 	RETRY_MS("retry_backoff_max", "$4") ")"
 	" OPERATOR(pg_catalog./) 1000::pg_catalog.float8) END,"
 	" updated_at = pg_catalog.now()"
@@ -205,7 +221,7 @@ static IjPlan set_attempt_state = {
 	"UPDATE idemjob.attempts SET state = $2::pg_catalog.text::idemjob.attempt_state,"
 	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END,"
 	" unknown_at = CASE WHEN $2::pg_catalog.text OPERATOR(pg_catalog.=) 'unknown'::pg_catalog.text"
-	" THEN pg_catalog.now() ELSE unknown_at END"
+	" THEN pg_catalog.now() ELSE unknown_at END, lease_until = NULL"
 	" WHERE id OPERATOR(pg_catalog.=) $1"
 	" RETURNING *",
 	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL, 0
@@ -226,9 +242,11 @@ static IjPlan expire = {
 	"   SELECT l.id FROM idemjob.attempts l"
 	"   WHERE l.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
 	"   AND l.deadline OPERATOR(pg_catalog.<) pg_catalog.now()"
+	"   AND l.lease_until IS NULL"
 	"   AND ($1::pg_catalog.text IS NULL OR l.owner_id OPERATOR(pg_catalog.=) $1)"
 	"   FOR UPDATE SKIP LOCKED))"
 	"  AND state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
+	"  AND lease_until IS NULL"
 	"  RETURNING job_id),"
 	" y AS ("
 	"  UPDATE idemjob.jobs j SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
@@ -291,7 +309,7 @@ ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent)
 	bool		isnull;
 
 	if (ij_exec(with_intent ? &lock_attempt_intent : &lock_attempt, &attempt_id, NULL) == 0 ||
-		!ij_owner_visible(ij_col_nn(0, 5)))
+		!ij_owner_visible(ij_col_nn(0, 8)))
 		return false;
 	a->id = attempt_id;
 	a->job_id = ij_col_nn(0, 1);
@@ -299,7 +317,10 @@ ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent)
 	a->read_version = DatumGetInt64(ij_col_nn(0, 3));
 	a->sha = ij_col(0, 4, &isnull);
 	a->has_sha = !isnull;
-	a->intent = with_intent ? ij_col_nn(0, 6) : (Datum) 0;
+	a->leased = DatumGetBool(ij_col_nn(0, 5));
+	a->lease_over = DatumGetBool(ij_col_nn(0, 6));
+	a->provider = ij_col_nn(0, 7);
+	a->intent = with_intent ? ij_col_nn(0, 9) : (Datum) 0;
 	return true;
 }
 
@@ -335,10 +356,11 @@ ij_notify_done(Datum job_id)
 
 /*
  * The job's attempt ended without a winner (a retryable failure, a
- * rejected result): apply the retry policy.  error is the attempt's.
+ * rejected result, a doubt given up): apply the retry policy.  provider
+ * and error are the attempt's.
  */
 void
-ij_job_retry(Datum job_id, Jsonb *error)
+ij_job_retry(Datum job_id, Datum provider, Jsonb *error)
 {
 	Datum		args[5];
 	char	   *state;
@@ -352,9 +374,14 @@ ij_job_retry(Datum job_id, Jsonb *error)
 		return;
 	state = TextDatumGetCString(ij_col_nn(0, 1));
 	if (strcmp(state, "failed") == 0)
+	{
 		ij_notify_done(job_id);
-	else if (DatumGetBool(ij_col_nn(0, 3)))
+		return;
+	}
+	if (DatumGetBool(ij_col_nn(0, 3)))
 		ij_notify_due(TextDatumGetCString(ij_col_nn(0, 2)));
+	/* the next attempt goes to the next provider of the intent's route */
+	ij_route_advance(job_id, provider);
 }
 
 /* the job's attempt is now unknown: the job is in doubt */
@@ -472,8 +499,9 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 		state = TextDatumGetCString(ij_col_nn(0, 1));
 		job_provider = ij_col_nn(0, 2);
 		intent = TextDatumGetCString(ij_col_nn(0, 3));
+		/* NULL: the job's current provider (its own, or routed) */
 		if (provider == NULL)
-			provider = DatumGetTextPP(job_provider);
+			provider = DatumGetTextPP(ij_col_nn(0, 5));
 
 		if (ij_job_final(state))
 			ereport(ERROR,
@@ -572,6 +600,7 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 
 	ij_connect();
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+	ij_confirm_lease(&a, false);
 
 	if (strcmp(a.state, "failed") == 0)
 		ij_exec(&attempt_row, &a.id, NULL);	/* I7 */
@@ -579,7 +608,7 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 	{
 		set_state(&a, "failed", error, true);
 		if (retryable)
-			ij_job_retry(a.job_id, error);
+			ij_job_retry(a.job_id, a.provider, error);
 		else
 		{
 			Datum		fargs[2];
@@ -618,6 +647,7 @@ idemjob_mark_unknown(PG_FUNCTION_ARGS)
 
 	ij_connect();
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+	ij_confirm_lease(&a, false);
 
 	if (strcmp(a.state, "unknown") == 0)
 		ij_exec(&attempt_row, &a.id, NULL);	/* I7 */
@@ -662,7 +692,11 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	{
 		set_state(&a, "cancelled", note, true);
 		if (ij_exec(&release_job_now, &a.job_id, NULL) == 1)
+		{
 			ij_notify_due(TextDatumGetCString(ij_col_nn(0, 1)));
+			/* a doubt ended without a result: the route's next provider */
+			ij_route_advance(a.job_id, a.provider);
+		}
 	}
 	else if (strcmp(a.state, "cancelled") != 0)
 		invalid_transition(&a, "cancelled",
@@ -696,16 +730,316 @@ idemjob_expire_attempts(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(ij_expire_attempts(ij_bound_owner()));
 }
 
-/* expire_attempts() for owner (NULL: every owner); the sweeper calls it */
+/*
+ * Two-phase claim (since 1.2).  An attempt claimed with a lease is started
+ * but not yet sent: the worker confirms it immediately before it calls the
+ * provider.  Confirmation and release both lock the attempt row, so exactly
+ * one of them happens: a released attempt was never confirmed, hence never
+ * sent, and is refused any later confirmation or result (IJ008).
+ */
+static IjPlan confirm_lease = {
+	"UPDATE idemjob.attempts SET lease_until = NULL,"
+	" deadline = CASE WHEN $2 THEN deadline OPERATOR(pg_catalog.+)"
+	" GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) started_at, '0'::pg_catalog.interval)"
+	" ELSE deadline END"
+	" WHERE id OPERATOR(pg_catalog.=) $1",
+	2, {UUIDOID, BOOLOID}, NULL, 0
+};
+
+/* the leases that ended unconfirmed: released, their jobs due at once */
+#define RELEASE_SQL(pick) \
+	"WITH x AS (" \
+	"  UPDATE idemjob.attempts SET state = 'released'::idemjob.attempt_state," \
+	"  finished_at = pg_catalog.now(), error = pg_catalog.jsonb_build_object(" \
+	"  'code'::pg_catalog.text, 'released'::pg_catalog.text, 'reason'::pg_catalog.text," \
+	"  'not confirmed before its claim lease ended'::pg_catalog.text)" \
+	"  WHERE id OPERATOR(pg_catalog.=) " pick \
+	"  AND state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state" \
+	"  AND lease_until IS NOT NULL" \
+	"  RETURNING job_id)," \
+	" y AS (" \
+	"  UPDATE idemjob.jobs j SET state = 'pending'::idemjob.job_state," \
+	"  run_at = pg_catalog.now(), updated_at = pg_catalog.now()" \
+	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id" \
+	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state" \
+	"  RETURNING j.intent)" \
+	" SELECT (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x)," \
+	" ARRAY(SELECT DISTINCT y.intent FROM y)"
+static IjPlan release_expired = {
+	RELEASE_SQL("ANY (ARRAY("
+				"   SELECT l.id FROM idemjob.attempts l"
+				"   WHERE l.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
+				"   AND l.lease_until IS NOT NULL"
+				"   AND l.lease_until OPERATOR(pg_catalog.<) pg_catalog.now()"
+				"   AND ($1::pg_catalog.text IS NULL OR l.owner_id OPERATOR(pg_catalog.=) $1)"
+				"   FOR UPDATE SKIP LOCKED))"),
+	1, {TEXTOID}, NULL, 0
+};
+/* one attempt, already locked (abandon_attempts) */
+static IjPlan release_one = {
+	RELEASE_SQL("$1"),
+	1, {UUIDOID}, NULL, 0
+};
+
+/* the doubt policy: unknown for longer than the intent allows */
+static IjPlan over_policy = {
+	"SELECT a.id FROM idemjob.attempts a"
+	" JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id"
+	" JOIN idemjob.retry_policies p ON p.intent OPERATOR(pg_catalog.=) j.intent"
+	" WHERE a.state OPERATOR(pg_catalog.=) 'unknown'::idemjob.attempt_state"
+	" AND p.fence_unknown_after IS NOT NULL"
+	" AND a.unknown_at OPERATOR(pg_catalog.<)"
+	" (pg_catalog.now() OPERATOR(pg_catalog.-) p.fence_unknown_after)"
+	" AND ($1::pg_catalog.text IS NULL OR a.owner_id OPERATOR(pg_catalog.=) $1)"
+	" ORDER BY a.unknown_at LIMIT 1000"
+	" FOR UPDATE OF a SKIP LOCKED",
+	1, {TEXTOID}, NULL, 0
+};
+
+static IjPlan job_state = {
+	"SELECT state::pg_catalog.text FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}, NULL, 0
+};
+
+/* a worker's attempts in flight or in doubt, in a fixed order */
+static IjPlan worker_attempts = {
+	"SELECT a.id FROM idemjob.attempts a"
+	" WHERE a.worker OPERATOR(pg_catalog.=) $1"
+	" AND a.state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])"
+	" AND ($2::pg_catalog.text IS NULL OR a.owner_id OPERATOR(pg_catalog.=) $2)"
+	" ORDER BY a.id",
+	2, {TEXTOID, TEXTOID}, NULL, 0
+};
+
+void
+ij_lease_expired(IjAttempt *a)
+{
+	bool		released = strcmp(a->state, "released") == 0;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_LEASE_EXPIRED),
+			 errmsg("attempt %s was not confirmed within its claim lease", ij_uuid_str(a->id)),
+			 released ? errdetail("The attempt was released: it was never sent, and its job is free for a new attempt.")
+			 : errdetail("Its lease has ended; the sweeper or idemjob.expire_attempts() releases it."),
+			 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
+											   ij_uuid_str(a->id), ij_uuid_str(a->job_id), a->state)),
+			 errhint("Do not call the provider for this attempt; claim again.")));
+}
+
+/*
+ * A call on a leased attempt: the confirmation, if the lease has not ended
+ * (shift_deadline: begin_attempt() moves the deadline by the time the
+ * attempt waited to be sent); IJ008 if it has, or if the attempt was
+ * released.  Nothing on an attempt without a lease.
+ */
+void
+ij_confirm_lease(IjAttempt *a, bool shift_deadline)
+{
+	Datum		args[2];
+
+	if (strcmp(a->state, "released") == 0 || (a->leased && a->lease_over))
+		ij_lease_expired(a);
+	if (!a->leased)
+		return;
+	args[0] = a->id;
+	args[1] = BoolGetDatum(shift_deadline);
+	ij_exec(&confirm_lease, args, NULL);
+	a->leased = false;
+}
+
+/* the released jobs are due now: tell the waiting workers */
+static int32
+released(void)
+{
+	int32		n = DatumGetInt32(ij_col_nn(0, 1));
+	ArrayType  *intents = DatumGetArrayTypeP(ij_col_nn(0, 2));
+	Datum	   *elems;
+	bool	   *elnulls;
+	int			nelems;
+	int			i;
+
+	deconstruct_array(intents, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &elnulls, &nelems);
+	for (i = 0; i < nelems; i++)
+		ij_notify_due(TextDatumGetCString(elems[i]));
+	return n;
+}
+
+static int32
+release_leases(Datum *owner, const char *nulls)
+{
+	ij_exec(&release_expired, owner, nulls);
+	return released();
+}
+
+/*
+ * Give up an attempt in doubt whose work may have happened: cancelled and
+ * fenced (its result can never win; a late one is logged as lost), and the
+ * job retried under its retry policy (counted, backoff, max_attempts) on
+ * the route's next provider.  The attempt is locked.
+ */
+static void
+give_up(IjAttempt *a, const char *reason)
+{
+	Jsonb	   *note = ij_note("cancelled", reason);
+	Datum		args[2];
+
+	set_state(a, "cancelled", note, true);
+	args[0] = a->job_id;
+	args[1] = Int64GetDatum(a->read_version);
+	ij_exec(&job_fence, args, NULL);
+	ij_job_retry(a->job_id, a->provider, note);
+}
+
+/* ids of the rows an SPI query returned (column 1), copied */
+static Datum *
+result_ids(int n)
+{
+	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		pg_uuid_t  *u = palloc(sizeof(pg_uuid_t));
+
+		memcpy(u, DatumGetUUIDP(ij_col_nn(i, 1)), sizeof(pg_uuid_t));
+		ids[i] = UUIDPGetDatum(u);
+	}
+	return ids;
+}
+
+static int32
+fence_by_policy(Datum *owner, const char *nulls)
+{
+	int			n = ij_exec(&over_policy, owner, nulls);
+	Datum	   *ids = result_ids(n);
+	int			i;
+	int32		done = 0;
+
+	for (i = 0; i < n; i++)
+	{
+		IjAttempt	a;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!ij_try_lock_attempt(ids[i], &a, false) ||
+			strcmp(a.state, "unknown") != 0)
+			continue;
+		give_up(&a, "unknown for longer than its intent's fence_unknown_after");
+		done++;
+	}
+	return done;
+}
+
+/*
+ * idemjob.begin_attempt(attempt_id) RETURNS idemjob.attempts
+ *
+ * The worker's confirmation, immediately before it calls the provider.
+ */
+Datum
+idemjob_begin_attempt(PG_FUNCTION_ARGS)
+{
+	IjAttempt	a;
+	Datum		result;
+
+	ij_require(fcinfo, 0, "attempt_id");
+
+	ij_connect();
+	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+	/* a job that ended meanwhile (cancel_job): nothing to send */
+	if (a.leased && ij_exec(&job_state, &a.job_id, NULL) == 1)
+	{
+		char	   *state = TextDatumGetCString(ij_col_nn(0, 1));
+
+		if (ij_job_final(state))
+			ereport(ERROR,
+					(errcode(ERRCODE_IJ_JOB_FINISHED),
+					 errmsg("job %s is already finished", ij_uuid_str(a.job_id)),
+					 errdetail("The job is %s; attempt %s must not be sent.", state, ij_uuid_str(a.id)),
+					 ij_errfields("jobs", psprintf("job_id=%s state=%s", ij_uuid_str(a.job_id), state)),
+					 errhint("Drop the attempt; its lease ends and it is released.")));
+	}
+	ij_confirm_lease(&a, true);
+	if (strcmp(a.state, "started") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+				 errmsg("attempt %s cannot begin", ij_uuid_str(a.id)),
+				 errdetail("The attempt is %s.", a.state),
+				 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
+												   ij_uuid_str(a.id), ij_uuid_str(a.job_id), a.state)),
+				 errhint("Only a started attempt is sent; this one has already ended or is in doubt.")));
+	ij_exec(&attempt_row, &a.id, NULL);
+	result = ij_row_datum(0, fcinfo);
+	ij_finish();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * idemjob.abandon_attempts(worker) RETURNS integer
+ *
+ * A restarted worker gives up what it left behind: each of its attempts
+ * still started or unknown is released (leased and unconfirmed: never
+ * sent), or given up (cancelled, fenced, retried).  Under an owner
+ * binding, the bound owner's only.  The number of attempts changed.
+ */
+Datum
+idemjob_abandon_attempts(PG_FUNCTION_ARGS)
+{
+	text	   *owner;
+	Datum		args[2];
+	char		nulls[2] = {' ', ' '};
+	Datum	   *ids;
+	int			n;
+	int			i;
+	int32		done = 0;
+
+	args[0] = PointerGetDatum(ij_name_arg(fcinfo, 0, "worker", false));
+	owner = ij_bound_owner();
+	args[1] = PointerGetDatum(owner);
+	nulls[1] = owner ? ' ' : 'n';
+
+	ij_connect();
+	n = ij_exec(&worker_attempts, args, nulls);
+	ids = result_ids(n);
+	for (i = 0; i < n; i++)
+	{
+		IjAttempt	a;
+
+		CHECK_FOR_INTERRUPTS();
+		/* each under its lock: a result may have come in meanwhile */
+		if (!ij_try_lock_attempt(ids[i], &a, false) || !ij_in_doubt(a.state))
+			continue;
+		if (a.leased)
+		{
+			ij_exec(&release_one, &a.id, NULL);
+			(void) released();
+		}
+		else
+			give_up(&a, "abandoned by its worker");
+		done++;
+	}
+	ij_finish();
+	PG_RETURN_INT32(done);
+}
+
+/*
+ * expire_attempts() for owner (NULL: every owner); the sweeper calls it.
+ * Three steps, each over rows nobody else holds: leased attempts not
+ * confirmed in time are released, started attempts past their deadline
+ * become unknown, and attempts unknown for longer than their intent's
+ * fence_unknown_after are given up.  The number of attempts changed.
+ */
 int32
 ij_expire_attempts(text *owner)
 {
 	int32		n;
 	Datum		arg = PointerGetDatum(owner);
+	const char *nulls = owner ? NULL : "n";
 
 	ij_connect();
-	ij_exec(&expire, &arg, owner ? NULL : "n");
-	n = DatumGetInt32(ij_col_nn(0, 1));
+	n = release_leases(&arg, nulls);
+	ij_exec(&expire, &arg, nulls);
+	n += DatumGetInt32(ij_col_nn(0, 1));
+	n += fence_by_policy(&arg, nulls);
 	ij_finish();
 	return n;
 }
@@ -719,16 +1053,19 @@ ij_expire_attempts(text *owner)
 	" OR (r." col " IS NULL AND EXCLUDED." col " IS NULL))"
 static IjPlan set_policy = {
 	"INSERT INTO idemjob.retry_policies AS r"
-	" (intent, max_attempts, retry_backoff, retry_backoff_max)"
-	" VALUES ($1, $2, $3, $4)"
+	" (intent, max_attempts, retry_backoff, retry_backoff_max, fence_unknown_after)"
+	" VALUES ($1, $2, $3, $4, $5)"
 	" ON CONFLICT (intent) DO UPDATE SET"
 	" max_attempts = EXCLUDED.max_attempts,"
 	" retry_backoff = EXCLUDED.retry_backoff,"
 	" retry_backoff_max = EXCLUDED.retry_backoff_max,"
+	" fence_unknown_after = EXCLUDED.fence_unknown_after,"
 	" updated_at = CASE WHEN " SAME("max_attempts") " AND " SAME("retry_backoff")
-	" AND " SAME("retry_backoff_max") " THEN r.updated_at ELSE pg_catalog.now() END"
-	" RETURNING r.intent, r.max_attempts, r.retry_backoff, r.retry_backoff_max, r.updated_at",
-	4, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID}, NULL, 0
+	" AND " SAME("retry_backoff_max") " AND " SAME("fence_unknown_after")
+	" THEN r.updated_at ELSE pg_catalog.now() END"
+	" RETURNING r.intent, r.max_attempts, r.retry_backoff, r.retry_backoff_max, r.updated_at,"
+	" r.fence_unknown_after",
+	5, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID}, NULL, 0
 };
 
 /* an interval argument that may be NULL, else not negative */
@@ -751,8 +1088,8 @@ backoff_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 Datum
 idemjob_set_retry_policy(PG_FUNCTION_ARGS)
 {
-	Datum		args[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum		result;
 	int			i;
 
@@ -764,7 +1101,19 @@ idemjob_set_retry_policy(PG_FUNCTION_ARGS)
 				 errhint("Pass NULL to use idemjob.max_attempts.")));
 	backoff_arg(fcinfo, 2, "retry_backoff");
 	backoff_arg(fcinfo, 3, "retry_backoff_max");
-	for (i = 1; i < 4; i++)
+	if (!PG_ARGISNULL(4))
+	{
+		Interval	zero;
+
+		memset(&zero, 0, sizeof(zero));
+		if (!DatumGetBool(DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(4),
+											  IntervalPGetDatum(&zero))))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("argument \"fence_unknown_after\" must be positive"),
+					 errhint("Pass NULL to leave attempts in doubt for an operator.")));
+	}
+	for (i = 1; i < 5; i++)
 	{
 		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';

@@ -29,8 +29,14 @@
  * start of the transaction, and a job scheduled during the wait must become
  * due, and a deadline must not already have passed when the answer is sent.
  *
+ * With lease => true (the two-phase claim), each attempt gets a lease of
+ * idemjob.claim_lease: the worker confirms it with begin_attempt()
+ * immediately before it calls the provider, and an attempt not confirmed
+ * in time is released (attempts.c).  A plain claim gives no lease.
+ *
  * heartbeat() locks the attempt (FOR UPDATE) like every state-machine
- * function and moves only a started attempt's deadline.
+ * function and moves only a started attempt's deadline; on a leased
+ * attempt it is the confirmation.
  *
  * src/claim.c
  *
@@ -59,7 +65,9 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 
 /*
  * $1 due cutoff, $2 intents (or the one intent), $3 bound owner (NULL:
- * any), $4 max_jobs, $5 worker, $6 started_at, $7 deadline (NULL: none).
+ * any), $4 max_jobs, $5 worker, $6 started_at, $7 deadline (NULL: none),
+ * $8 lease end (NULL: no lease).  The attempt goes to the job's current
+ * provider: its own, or where its intent's route has moved it (routes.c).
  * The result columns are claim()'s, in order.  Three plans, one per intent
  * filter, so that each has an index in claim order: jobs_claim for any
  * intent, jobs_claim_intent for one; several intents filter jobs_claim.
@@ -77,12 +85,14 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	"  UPDATE idemjob.jobs t SET" IJ_JOB_STARTS_SET \
 	"  WHERE t.id OPERATOR(pg_catalog.=) " job_match \
 	"  RETURNING idemjob.uuid_v7() AS attempt_id, t.id, t.owner_id, t.intent," \
-	"  t.params, t.provider, t.attempt_count, t.version, t.priority, t.run_at)," \
+	"  t.params, COALESCE(t.next_provider, t.provider) AS provider," \
+	"  t.attempt_count, t.version, t.priority, t.run_at)," \
 	" a AS (" \
 	"  INSERT INTO idemjob.attempts" \
-	"  (id, job_id, owner_id, attempt_no, provider, read_version, worker, started_at, deadline)" \
+	"  (id, job_id, owner_id, attempt_no, provider, read_version, worker, started_at," \
+	"  deadline, lease_until)" \
 	"  SELECT j.attempt_id, j.id, j.owner_id, j.attempt_count, j.provider, j.version," \
-	"  $5, $6, $7 FROM j)" \
+	"  $5, $6, $7, $8 FROM j)" \
 	" SELECT j.attempt_id, j.id, j.owner_id, j.intent, j.params, j.provider," \
 	" j.attempt_count, j.version, $7 FROM j" \
 	order
@@ -110,24 +120,24 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
  * aborts the whole statement), so the result needs no join.
  */
 #define CLAIM_ANY_TYPES {TIMESTAMPTZOID, TEXTARRAYOID, TEXTOID, INT4OID, TEXTOID, \
-		TIMESTAMPTZOID, TIMESTAMPTZOID}
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 #define CLAIM_ONE_TYPES {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, \
-		TIMESTAMPTZOID, TIMESTAMPTZOID}
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 #define FILTER_ONE "  AND intent OPERATOR(pg_catalog.=) $2"
 #define FILTER_SOME "  AND intent OPERATOR(pg_catalog.=) ANY ($2)"
 
 static IjPlan claim_plans[3][2] = {
 	{	/* any intent */
-		{CLAIM_ONE_JOB(""), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(""), 7, CLAIM_ANY_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(""), 8, CLAIM_ANY_TYPES, NULL, 0}
 	},
 	{	/* one intent */
-		{CLAIM_ONE_JOB(FILTER_ONE), 7, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(FILTER_ONE), 7, CLAIM_ONE_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(FILTER_ONE), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(FILTER_ONE), 8, CLAIM_ONE_TYPES, NULL, 0}
 	},
 	{	/* several intents */
-		{CLAIM_ONE_JOB(FILTER_SOME), 7, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(FILTER_SOME), 7, CLAIM_ANY_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(FILTER_SOME), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(FILTER_SOME), 8, CLAIM_ANY_TYPES, NULL, 0}
 	}
 };
 
@@ -223,7 +233,7 @@ materialize(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 }
 
 /*
- * idemjob.claim(worker, intents, max_jobs, timeout, wait)
+ * idemjob.claim(worker, intents, max_jobs, timeout, wait, lease)
  *		RETURNS TABLE(attempt_id, job_id, owner_id, intent, params, provider,
  *					  attempt_no, read_version, deadline)
  */
@@ -239,8 +249,9 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	TimestampTz wait_end = 0;
 	Tuplestorestate *ts;
 	TupleDesc	tupdesc;
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		lease;
 	IjPlan	   *plan;
 	int			n;
 	int			i;
@@ -249,6 +260,8 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	ij_require(fcinfo, 0, "worker");
 	ij_require(fcinfo, 2, "max_jobs");
 	ij_require(fcinfo, 4, "wait");
+	ij_require(fcinfo, 5, "lease");
+	lease = PG_GETARG_BOOL(5);
 	worker = ij_name_arg(fcinfo, 0, "worker", false);
 	max_jobs = PG_GETARG_INT32(2);
 	if (max_jobs < 1 || max_jobs > CLAIM_MAX_JOBS)
@@ -313,6 +326,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	args[3] = Int32GetDatum(max_jobs);
 	args[4] = PointerGetDatum(worker);
 	nulls[6] = timeout ? ' ' : 'n';
+	nulls[7] = lease ? ' ' : 'n';
 
 	ij_connect();
 	for (;;)
@@ -332,6 +346,8 @@ idemjob_claim(PG_FUNCTION_ARGS)
 		args[0] = TimestampTzGetDatum(base);
 		args[5] = TimestampTzGetDatum(base);
 		args[6] = timeout ? ij_deadline_after(base, timeout, "timeout") : (Datum) 0;
+		args[7] = lease ? TimestampTzGetDatum(TimestampTzPlusMilliseconds(base, idemjob_claim_lease_ms))
+			: (Datum) 0;
 
 		n = ij_exec(plan, args, nulls);
 		if (n > 0 || wait_us == 0)
@@ -382,6 +398,8 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 
 	ij_connect();
 	ij_lock_attempt(args[0], &a);
+	/* a heartbeat is a confirmation too (two-phase claim) */
+	ij_confirm_lease(&a, false);
 	if (strcmp(a.state, "started") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_INVALID_TRANSITION),

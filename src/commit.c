@@ -73,7 +73,8 @@ static IjPlan cas = {
 /*
  * The common path as one statement, attempt first: the attempt's update to
  * succeeded (which locks it) joined to its job as of the statement's
- * snapshot, then the compare-and-swap on that job.
+ * snapshot, then the compare-and-swap on that job.  A leased attempt not
+ * yet confirmed takes the full path, which confirms it or refuses it.
  * The attempt moves only if it may still win (started, unknown,
  * cancelled) and its job, as read, would take the result: its version is
  * the attempt's read version, no result is in, and its intent has no
@@ -98,6 +99,7 @@ static IjPlan complete_fast = {
 	"  FROM idemjob.jobs j"
 	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1"
 	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
+	"  AND attempts.lease_until IS NULL"
 	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id"
 	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
 	"  AND j.completed_by IS NULL"
@@ -408,6 +410,8 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		goto answer;
 	}
 	out[1] = a.job_id;
+	/* a leased attempt: this result is its confirmation, or IJ008 */
+	ij_confirm_lease(&a, false);
 
 	if (strcmp(a.state, "succeeded") == 0)
 	{
@@ -490,7 +494,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		ij_exec(&attempt_done, args, nulls);
 		/* the retry policy: backoff, or failed at max_attempts */
 		if (ij_in_doubt(a.state))
-			ij_job_retry(a.job_id, DatumGetJsonbP(args[3]));
+			ij_job_retry(a.job_id, a.provider, DatumGetJsonbP(args[3]));
 		ij_exec(&job_answer, &a.job_id, NULL);
 		outcome = "rejected";
 		out[2] = ij_col_nn(0, 1);

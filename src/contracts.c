@@ -385,6 +385,8 @@ idemjob_define_contract(PG_FUNCTION_ARGS)
 			{
 				ij_exec(&update_contract, args, NULL);
 				version = DatumGetInt32(ij_col_nn(0, 1));
+				/* every certification lapsed: no job stays routed */
+				ij_route_forget(text_to_cstring(intent), NULL);
 			}
 			break;
 		}
@@ -476,6 +478,8 @@ idemjob_revoke_provider(PG_FUNCTION_ARGS)
 		no_contract(text_to_cstring(intent));
 	/* every certification still in force, at any version */
 	ij_exec(&revoke_all, args, NULL);
+	/* jobs routed to the provider go back to their own */
+	ij_route_forget(text_to_cstring(intent), text_to_cstring(provider));
 	if (ij_exec(&certification_row, args, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),

@@ -56,6 +56,7 @@ int			idemjob_purge_pause_ms = 0;
 int			idemjob_sweeper_interval_ms = 1000;
 int			idemjob_max_wait_ms = 60 * 1000;
 int			idemjob_max_payload_depth = 512;
+int			idemjob_claim_lease_ms = 5000;
 char	   *idemjob_sweeper_databases = NULL;
 int			idemjob_notify = IJ_NOTIFY_WAKE;
 
@@ -263,6 +264,16 @@ _PG_init(void)
 							60 * 1000,
 							0, INT_MAX,
 							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idemjob.claim_lease",
+							"Time a worker has to confirm an attempt taken by claim(lease => true) before it is released.",
+							"The worker confirms with begin_attempt() immediately before it calls the provider; an attempt not confirmed by then was never sent.",
+							&idemjob_claim_lease_ms,
+							5000,
+							1, INT_MAX,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -32,6 +32,8 @@
 #define ERRCODE_IJ_INVALID_TRANSITION		MAKE_SQLSTATE('I','J','0','0','5')
 #define ERRCODE_IJ_NOT_FOUND				MAKE_SQLSTATE('I','J','0','0','6')
 #define ERRCODE_IJ_KEY_EXPIRED				MAKE_SQLSTATE('I','J','0','0','7')
+/* since 1.2: a leased attempt confirmed (or answered) after its lease */
+#define ERRCODE_IJ_LEASE_EXPIRED			MAKE_SQLSTATE('I','J','0','0','8')
 
 /* identifiers (owner, key, intent, provider, worker) are at most this long */
 #define IDEMJOB_MAX_NAME_BYTES	255
@@ -59,6 +61,7 @@ extern int	idemjob_notify;
 /* since 1.2 */
 extern int	idemjob_max_wait_ms;
 extern int	idemjob_max_payload_depth;
+extern int	idemjob_claim_lease_ms;
 
 /*
  * Trusted path.  While one of the extension's own functions changes its
@@ -157,6 +160,9 @@ typedef struct IjAttempt
 	bool		has_sha;		/* a result fingerprint was kept */
 	Datum		sha;			/* result_sha256, if has_sha */
 	Datum		intent;			/* the job's intent (text), or 0: not read */
+	bool		leased;			/* started, with a lease not yet confirmed */
+	bool		lease_over;		/* ... and the lease has ended */
+	Datum		provider;		/* the attempt's provider (text) */
 } IjAttempt;
 
 extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
@@ -167,6 +173,12 @@ extern void ij_release_job(Datum job_id);
 extern void ij_job_in_doubt(Datum job_id);
 extern bool ij_in_doubt(const char *attempt_state);
 extern bool ij_job_final(const char *job_state);
+extern void ij_confirm_lease(IjAttempt *a, bool shift_deadline);
+extern void ij_lease_expired(IjAttempt *a);
+
+/* routes.c: failover routed by the server */
+extern void ij_route_advance(Datum job_id, Datum failed_provider);
+extern void ij_route_forget(const char *intent, const char *provider);
 
 /* contracts.c */
 extern void ij_contracts_init(void);
@@ -184,7 +196,7 @@ extern void ij_check_spent_key(text *owner_id, text *key, text *intent,
 /* claim.c, sweeper.c (and the retry policy and notifications, attempts.c) */
 extern void ij_sweeper_init(void);
 extern int32 ij_expire_attempts(text *owner);
-extern void ij_job_retry(Datum job_id, Jsonb *error);
+extern void ij_job_retry(Datum job_id, Datum provider, Jsonb *error);
 extern void ij_notify_due(const char *intent);
 extern void ij_notify_done(Datum job_id);
 

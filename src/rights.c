@@ -722,7 +722,9 @@ static const CapabilityGrant grants[] = {
 	{"EXECUTE ON FUNCTION idemjob.submit(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.int4, pg_catalog.int4)", TO_CLIENT},
 	{"EXECUTE ON FUNCTION idemjob.await_job(pg_catalog.uuid, pg_catalog.interval)", TO_CLIENT},
 	{"EXECUTE ON FUNCTION idemjob.cancel_job(pg_catalog.uuid, pg_catalog.text)", TO_CLIENT},
-	{"EXECUTE ON FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4, pg_catalog.interval, pg_catalog.interval)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.begin_attempt(pg_catalog.uuid)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.abandon_attempts(pg_catalog.text)", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.start_attempt(pg_catalog.uuid, pg_catalog.text, pg_catalog.interval, pg_catalog.text)", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.heartbeat(pg_catalog.uuid, pg_catalog.interval)", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.complete_attempt(pg_catalog.uuid, pg_catalog.jsonb)", TO_WORKER},
@@ -733,11 +735,12 @@ static const CapabilityGrant grants[] = {
 	{"EXECUTE ON FUNCTION idemjob.purge(pg_catalog.interval, pg_catalog.int4)", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.purge_race_log(pg_catalog.interval)", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.owner_visible(pg_catalog.text)", TO_OPERATOR},
-	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.owner_bindings, idemjob.retry_policies, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats", TO_OPERATOR},
+	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.owner_bindings, idemjob.retry_policies, idemjob.routes, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.define_contract(pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.certify_provider(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.revoke_provider(pg_catalog.text, pg_catalog.text, pg_catalog.text)", TO_ADMIN},
-	{"EXECUTE ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.interval)", TO_ADMIN},
+	{"EXECUTE ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.interval, pg_catalog.interval)", TO_ADMIN},
+	{"EXECUTE ON FUNCTION idemjob.set_route(pg_catalog.text, pg_catalog.text[])", TO_ADMIN},
 };
 
 static const struct

@@ -124,7 +124,7 @@ enum
 	J_ID, J_OWNER, J_KEY, J_INTENT, J_PARAMS, J_PROVIDER, J_STATE, J_VERSION,
 	J_ATTEMPT_COUNT, J_COMPLETED_BY, J_RESULT, J_CREATED_AT, J_UPDATED_AT,
 	J_COMPLETED_AT, J_CANCEL_REASON, J_PRIORITY, J_RUN_AT, J_MAX_ATTEMPTS,
-	J_ERROR, J_NCOLS
+	J_ERROR, J_NEXT_PROVIDER, J_NCOLS
 };
 static const GuardCol jobs_cols[J_NCOLS] = {
 	{"id", UUIDOID}, {"owner_id", TEXTOID}, {"idempotency_key", TEXTOID},
@@ -135,7 +135,7 @@ static const GuardCol jobs_cols[J_NCOLS] = {
 	{"updated_at", TIMESTAMPTZOID}, {"completed_at", TIMESTAMPTZOID},
 	{"cancel_reason", TEXTOID}, {"priority", INT4OID},
 	{"run_at", TIMESTAMPTZOID}, {"max_attempts", INT4OID},
-	{"error", JSONBOID}
+	{"error", JSONBOID}, {"next_provider", TEXTOID}
 };
 
 /* attempts */
@@ -143,7 +143,8 @@ enum
 {
 	A_ID, A_JOB_ID, A_OWNER, A_ATTEMPT_NO, A_PROVIDER, A_STATE,
 	A_READ_VERSION, A_WORKER, A_STARTED_AT, A_DEADLINE, A_FINISHED_AT,
-	A_ERROR, A_RESULT_SHA256, A_UNKNOWN_AT, A_DROPPED_RESULT, A_NCOLS
+	A_ERROR, A_RESULT_SHA256, A_UNKNOWN_AT, A_DROPPED_RESULT, A_LEASE_UNTIL,
+	A_NCOLS
 };
 static const GuardCol attempts_cols[A_NCOLS] = {
 	{"id", UUIDOID}, {"job_id", UUIDOID}, {"owner_id", TEXTOID},
@@ -152,7 +153,8 @@ static const GuardCol attempts_cols[A_NCOLS] = {
 	{"worker", TEXTOID}, {"started_at", TIMESTAMPTZOID},
 	{"deadline", TIMESTAMPTZOID}, {"finished_at", TIMESTAMPTZOID},
 	{"error", JSONBOID}, {"result_sha256", BYTEAOID},
-	{"unknown_at", TIMESTAMPTZOID}, {"dropped_result", JSONBOID}
+	{"unknown_at", TIMESTAMPTZOID}, {"dropped_result", JSONBOID},
+	{"lease_until", TIMESTAMPTZOID}
 };
 
 /* race_log */
@@ -1058,6 +1060,7 @@ check_job_insert(Guard *g)
 	check_name(g, J_KEY, false);
 	check_name(g, J_INTENT, false);
 	check_name(g, J_PROVIDER, false);
+	check_name(g, J_NEXT_PROVIDER, true);
 	need(g, J_PARAMS);
 	need(g, J_CREATED_AT);
 	need(g, J_UPDATED_AT);
@@ -1120,8 +1123,9 @@ static void
 check_attempt_insert(Guard *g)
 {
 	static const char *const ended[] = {
-		"succeeded", "superseded", "failed", "cancelled", NULL
+		"succeeded", "superseded", "failed", "cancelled", "released", NULL
 	};
+	static const char *const leased[] = {"started", "released", NULL};
 	static const char *const returned[] = {"superseded", "failed", NULL};
 	char	   *state;
 
@@ -1141,6 +1145,11 @@ check_attempt_insert(Guard *g)
 			   : "The attempt is %s, not ended, but has a finished_at.", state);
 	if (strcmp(state, "started") == 0 && !is_null(g, A_UNKNOWN_AT))
 		refuse(g, "The attempt is started but has an unknown_at: it never went unknown.");
+	if (!is_null(g, A_LEASE_UNTIL) && !is_one_of(state, leased))
+		refuse(g, "The attempt is %s; only a started attempt not yet confirmed, or a released one, has a lease (lease_until).", state);
+	if (strcmp(state, "released") == 0 &&
+		(is_null(g, A_LEASE_UNTIL) || !is_null(g, A_UNKNOWN_AT)))
+		refuse(g, "The attempt is released: it had a lease (lease_until) and never went unknown.");
 	if (!is_null(g, A_RESULT_SHA256))
 	{
 		if (!is_one_of(state, returned))
