@@ -1,7 +1,7 @@
 -- pgTAP: unit behaviour of the state machine, error codes and I7 retries
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(28);
+SELECT plan(34);
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id uuid);
 INSERT INTO t SELECT 'job', job_id FROM idemjob.submit('tap', 'k1', 'charge', '{"amount": 1}');
@@ -50,6 +50,22 @@ SELECT throws_ok($$SELECT idemjob.certify_provider('no-such-intent', 'p')$$, 'IJ
 	'certify without a contract');
 SELECT is(idemjob.expire_attempts(), 0, 'nothing to expire');
 SELECT is((SELECT substr(idemjob.uuid_v7()::text, 15, 1)), '7', 'uuid version 7');
+
+-- 1.2: a leased claim is confirmed by begin_attempt; a route moves a job
+INSERT INTO t SELECT 'lj', job_id FROM idemjob.submit('tap', 'k2', 'tap.lease');
+INSERT INTO t SELECT 'l1', attempt_id FROM idemjob.claim('w', '{tap.lease}', lease => true);
+SELECT isnt((SELECT lease_until FROM idemjob.attempts WHERE id = pg_temp.id('l1')), NULL,
+	'a leased claim is not yet confirmed');
+SELECT is((SELECT lease_until FROM idemjob.begin_attempt(pg_temp.id('l1'))), NULL,
+	'begin_attempt confirms it');
+SELECT is((SELECT id FROM idemjob.begin_attempt(pg_temp.id('l1'))), pg_temp.id('l1'),
+	'begin_attempt again: the same attempt (I7)');
+SELECT throws_ok($$SELECT idemjob.set_route('tap.lease', '{p,q,p}')$$, '22023', NULL,
+	'a provider named twice in a route');
+SELECT lives_ok($$SELECT idemjob.set_route('tap.lease', '{default,other}'),
+	idemjob.fail_attempt(pg_temp.id('l1'))$$, 'a route, and a failure');
+SELECT is((SELECT next_provider FROM idemjob.jobs WHERE id = pg_temp.id('lj')), NULL,
+	'the route skips a provider not certified (I4): the job stays on its own');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(100);
+SELECT plan(107);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -12,14 +12,14 @@ SELECT enum_has_labels('idemjob', 'job_state',
 	ARRAY['pending', 'running', 'in_doubt', 'succeeded', 'failed', 'cancelled']);
 SELECT has_enum('idemjob', 'attempt_state', 'type attempt_state');
 SELECT enum_has_labels('idemjob', 'attempt_state',
-	ARRAY['started', 'unknown', 'succeeded', 'superseded', 'failed', 'cancelled']);
+	ARRAY['started', 'unknown', 'succeeded', 'superseded', 'failed', 'cancelled', 'released']);
 
 -- tables and their contract columns
 SELECT has_table('idemjob', 'jobs', 'jobs');
 SELECT columns_are('idemjob', 'jobs', ARRAY['id', 'owner_id', 'idempotency_key', 'intent',
 	'params', 'provider', 'state', 'version', 'attempt_count', 'completed_by', 'result',
 	'created_at', 'updated_at', 'completed_at', 'cancel_reason',
-	'priority', 'run_at', 'max_attempts', 'error']);
+	'priority', 'run_at', 'max_attempts', 'error', 'next_provider']);
 SELECT col_type_is('idemjob', 'jobs', 'priority', 'integer', 'idemjob.jobs.priority.integer');
 SELECT col_type_is('idemjob', 'jobs', 'run_at', 'timestamp with time zone', 'idemjob.jobs.run_at.timestamptz');
 SELECT col_type_is('idemjob', 'jobs', 'max_attempts', 'integer', 'idemjob.jobs.max_attempts.integer');
@@ -38,7 +38,7 @@ SELECT col_not_null('idemjob', 'jobs', 'idempotency_key', 'idemjob.jobs.idempote
 SELECT has_table('idemjob', 'attempts', 'attempts');
 SELECT columns_are('idemjob', 'attempts', ARRAY['id', 'job_id', 'owner_id', 'attempt_no',
 	'provider', 'state', 'read_version', 'worker', 'started_at', 'deadline', 'finished_at',
-	'error', 'result_sha256', 'unknown_at', 'dropped_result']);
+	'error', 'result_sha256', 'unknown_at', 'dropped_result', 'lease_until']);
 SELECT col_type_is('idemjob', 'attempts', 'unknown_at', 'timestamp with time zone', 'idemjob.attempts.unknown_at');
 SELECT col_type_is('idemjob', 'attempts', 'dropped_result', 'jsonb', 'idemjob.attempts.dropped_result');
 SELECT col_type_is('idemjob', 'attempts', 'state', 'idemjob', 'attempt_state', 'attempts.state');
@@ -79,10 +79,16 @@ SELECT col_is_pk('idemjob', 'owner_bindings', 'bound_role', 'one binding per rol
 -- since 1.2: the retry policy per intent
 SELECT has_table('idemjob', 'retry_policies', 'retry_policies');
 SELECT columns_are('idemjob', 'retry_policies', ARRAY['intent', 'max_attempts', 'retry_backoff',
-	'retry_backoff_max', 'updated_at']);
+	'retry_backoff_max', 'updated_at', 'fence_unknown_after']);
 SELECT col_is_pk('idemjob', 'retry_policies', 'intent', 'one policy per intent');
-SELECT function_returns('idemjob', 'set_retry_policy', ARRAY['text', 'integer', 'interval', 'interval'],
+SELECT function_returns('idemjob', 'set_retry_policy', ARRAY['text', 'integer', 'interval', 'interval', 'interval'],
 	'idemjob.retry_policies', 'set_retry_policy returns the policy row');
+-- since 1.2: the failover order per intent
+SELECT has_table('idemjob', 'routes', 'routes');
+SELECT columns_are('idemjob', 'routes', ARRAY['intent', 'providers', 'updated_at']);
+SELECT col_is_pk('idemjob', 'routes', 'intent', 'one route per intent');
+SELECT function_returns('idemjob', 'set_route', ARRAY['text', 'text[]'], 'idemjob.routes',
+	'set_route returns the route row');
 SELECT has_index('idemjob', 'spent_keys', 'spent_keys_open_attempts', 'late results of purged attempts find their tombstone by an index');
 SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key'], 'one spent key per owner and key');
 SELECT has_view('idemjob', 'in_doubt', 'in_doubt');
@@ -94,7 +100,8 @@ SELECT columns_are('idemjob', 'queue_stats', ARRAY['intent', 'due', 'scheduled',
 	'in_doubt', 'oldest_due_age']);
 SELECT has_view('idemjob', 'provider_stats', 'provider_stats');
 SELECT columns_are('idemjob', 'provider_stats', ARRAY['intent', 'provider', 'attempts', 'succeeded',
-	'superseded', 'rejected', 'failed', 'in_doubt', 'cancelled', 'p50_ms', 'p95_ms', 'last_started_at']);
+	'superseded', 'rejected', 'failed', 'in_doubt', 'cancelled', 'p50_ms', 'p95_ms', 'last_started_at',
+	'released']);
 
 -- guard triggers (I8)
 SELECT has_trigger('idemjob', 'jobs', 'jobs_guard', 'idemjob.jobs.jobs_guard');
@@ -108,7 +115,11 @@ SELECT function_returns('idemjob', 'submit', ARRAY['text', 'text', 'text', 'json
 	'timestamp with time zone', 'integer', 'integer'], 'setof record');
 SELECT hasnt_function('idemjob', 'submit', ARRAY['text', 'text', 'text', 'jsonb', 'text'],
 	'the 1.0 submit is replaced, not overloaded');
-SELECT function_returns('idemjob', 'claim', ARRAY['text', 'text[]', 'integer', 'interval', 'interval'], 'setof record');
+SELECT function_returns('idemjob', 'claim', ARRAY['text', 'text[]', 'integer', 'interval', 'interval', 'boolean'], 'setof record');
+SELECT hasnt_function('idemjob', 'claim', ARRAY['text', 'text[]', 'integer', 'interval', 'interval'],
+	'the 1.1 claim is replaced, not overloaded');
+SELECT function_returns('idemjob', 'begin_attempt', ARRAY['uuid'], 'idemjob.attempts');
+SELECT function_returns('idemjob', 'abandon_attempts', ARRAY['text'], 'integer');
 SELECT function_returns('idemjob', 'heartbeat', ARRAY['uuid', 'interval'], 'idemjob.attempts');
 SELECT function_returns('idemjob', 'job', ARRAY['uuid'], 'idemjob.jobs');
 SELECT function_returns('idemjob', 'await_job', ARRAY['uuid', 'interval'], 'idemjob.jobs');
@@ -117,7 +128,7 @@ SELECT function_returns('idemjob', 'purge_race_log', ARRAY['interval'], 'integer
 SELECT function_returns('idemjob', 'grant_capability', ARRAY['regrole', 'text'], 'void');
 SELECT function_returns('idemjob', 'revoke_capability', ARRAY['regrole', 'text'], 'void');
 SELECT is(pg_get_function_arguments('idemjob.claim'::regproc),
-	'worker text, intents text[] DEFAULT NULL::text[], max_jobs integer DEFAULT 1, timeout interval DEFAULT NULL::interval, wait interval DEFAULT ''00:00:00''::interval',
+	'worker text, intents text[] DEFAULT NULL::text[], max_jobs integer DEFAULT 1, timeout interval DEFAULT NULL::interval, wait interval DEFAULT ''00:00:00''::interval, lease boolean DEFAULT false',
 	'claim defaults');
 SELECT function_returns('idemjob', 'start_attempt', ARRAY['uuid', 'text', 'interval', 'text'], 'idemjob.attempts');
 SELECT function_returns('idemjob', 'complete_attempt', ARRAY['uuid', 'jsonb'], 'setof record');
@@ -156,8 +167,8 @@ SELECT ok(NOT has_table_privilege('public', 'idemjob.attempts', 'INSERT, UPDATE,
 
 -- the extension is not relocatable, its data is dumped
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idemjob'), false, 'not relocatable');
-SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 9,
-	'pg_dump keeps the nine tables');
+SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 10,
+	'pg_dump keeps the ten tables');
 SELECT ok(NOT has_schema_privilege('public', 'idemjob', 'USAGE'), 'PUBLIC has no usage on the schema');
 SELECT ok(NOT has_function_privilege('public', 'idemjob.submit(text,text,text,jsonb,text,timestamptz,int,int)', 'EXECUTE'),
 	'PUBLIC cannot submit');
