@@ -11,8 +11,14 @@
 --   spent_keys              one raw row (o1, k-spent-raw), as a restore
 --                           writes it
 --   capabilities            app_client: client
---   retry_policies          ship: 4 attempts, 30 s doubling to 10 min
---                           (from 1.2; a 1.1 database has no such table)
+--   retry_policies          ship: 4 attempts, 30 s doubling to 10 min,
+--                           unknown fenced after 1 h
+--   routes                  ship: p1, p2
+--   k-routed                ship, failed once on p1: next_provider p2
+--   k-released              lease: attempt 1 released (lease_until kept),
+--                           attempt 2 leased, not confirmed, its lease
+--                           ended but not yet released
+--                           (these four from 1.2; a 1.1 database has none)
 
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
@@ -57,10 +63,30 @@ VALUES ('o1', 'k-spent-raw', sha256('pay/p1/{"amount": 13}'), idemjob.uuid_v7(),
 SELECT idemjob.grant_capability('app_client', 'client') \gset
 
 DO $$
+DECLARE
+	a uuid;
 BEGIN
-	PERFORM idemjob.set_retry_policy('ship', 4, '30 seconds', '10 minutes');
+	PERFORM idemjob.set_retry_policy('ship', 4, '30 seconds', '10 minutes', '1 hour');
+	PERFORM idemjob.set_route('ship', '{p1,p2}');
+	PERFORM idemjob.submit('o1', 'k-routed', 'ship', '{"to": "Lima"}', 'p1', priority => 9);
+	SELECT c.attempt_id INTO a FROM idemjob.claim('w-dump', '{ship}') c;
+	PERFORM idemjob.fail_attempt(a, '{"code": "down"}');
+	PERFORM idemjob.submit('o1', 'k-released', 'lease', '{}', 'p1');
+	SET LOCAL idemjob.claim_lease = '1ms';
+	PERFORM idemjob.claim('w-dump', '{lease}', lease => true);
 EXCEPTION WHEN undefined_function THEN
-	-- 1.1: no retry policies yet
+	-- 1.1: no retry policies, routes or leases yet
+	NULL;
+END $$;
+-- the lease above ends; its release is a transaction of its own
+SELECT pg_sleep(0.01) \gset
+SELECT idemjob.expire_attempts() >= 0 AS expired \gset
+DO $$
+BEGIN
+	SET LOCAL idemjob.claim_lease = '1ms';
+	PERFORM idemjob.claim('w-dump', '{lease}', lease => true);
+EXCEPTION WHEN undefined_function OR invalid_name THEN
+	-- 1.1: no claim_lease (a name in the library's reserved prefix)
 	NULL;
 END $$;
 

@@ -98,8 +98,8 @@ checks "source: attempts in every state" $src \
 	"SELECT array_agg(DISTINCT state ORDER BY state) = enum_range(NULL::idemjob.attempt_state) FROM idemjob.attempts"
 checks "source: race_log rows of both reasons" $src \
 	"SELECT array_agg(DISTINCT reason ORDER BY reason) = '{slot_taken,version_moved}' FROM idemjob.race_log"
-checks "source: rows in each of the 9 idemjob tables" $src \
-	"SELECT count(*) = 9 AND bool_and(n > 0) FROM ij_check.table_md5()"
+checks "source: rows in each of the 10 idemjob tables" $src \
+	"SELECT count(*) = 10 AND bool_and(n > 0) FROM ij_check.table_md5()"
 checks "source: a revoked certification, a capability" $src \
 	"SELECT EXISTS (SELECT FROM idemjob.certifications WHERE revoked_at IS NOT NULL)
 	    AND EXISTS (SELECT FROM idemjob.capabilities WHERE grantee = '$role'::regrole AND capability = 'client')
@@ -194,9 +194,9 @@ for t in "${targets[@]}"; do
 		 FROM pg_extension WHERE extname = 'idemjob'"
 	q -d $t -c "SELECT tab, n, md5 FROM ij_check.table_md5() ORDER BY tab" >"$tmp/rows-$t" 2>&1
 	if d=$(diff "$tmp/rows-src" "$tmp/rows-$t"); then
-		ok "$t: every row of the 9 idemjob tables identical ($(awk -F'|' '{ s = s $1 "=" $2 " " } END { print s }' "$tmp/rows-src" | sed 's/idemjob\.//g; s/ $//'))"
+		ok "$t: every row of the 10 idemjob tables identical ($(awk -F'|' '{ s = s $1 "=" $2 " " } END { print s }' "$tmp/rows-src" | sed 's/idemjob\.//g; s/ $//'))"
 	else
-		not_ok "$t: every row of the 9 idemjob tables identical" \
+		not_ok "$t: every row of the 10 idemjob tables identical" \
 			"$(echo "table|rows|md5: < source, > restored"; echo "$d")"
 	fi
 	q -d $t -c "$acl_sql" >"$tmp/acl-$t" 2>&1
@@ -243,6 +243,15 @@ for t in "${targets[@]}"; do
 	check "$t: a spent key never starts a second job" $t \
 		"SELECT ij_check.sqlstate(\$\$SELECT idemjob.submit('o1', 'k-spent-raw', 'pay', '{\"amount\": 13}', 'p1')\$\$) IN ('IJ001', 'IJ007')
 		    AND NOT EXISTS (SELECT FROM idemjob.jobs WHERE idempotency_key = 'k-spent-raw')"
+	check "$t: a routed job starts on its next provider (p2), not its own" $t \
+		"SELECT provider = 'p2' AND attempt_no = 2 FROM idemjob.start_attempt($(jid k-routed))"
+	check "$t: a leased attempt restored past its lease is never confirmed: IJ008" $t \
+		"SELECT ij_check.sqlstate(\$\$SELECT idemjob.begin_attempt($(aid k-released 2))\$\$) = 'IJ008'
+		    AND ij_check.sqlstate(\$\$SELECT idemjob.begin_attempt($(aid k-released 1))\$\$) = 'IJ008'"
+	check "$t: ... and the sweeper's code releases it" $t "SELECT idemjob.expire_attempts() >= 1"
+	check "$t: ... released, the job free again" $t \
+		"SELECT a.state = 'released' AND j.state = 'pending'
+		 FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id WHERE a.id = $(aid k-released 2)"
 	if [ "${purged:-0}" -gt 0 ]; then
 		check "$t: a purged key with the same request: IJ007" $t \
 			"SELECT ij_check.sqlstate(\$\$SELECT idemjob.submit('o1', 'k-purged-1', 'ship', '{\"to\": \"Oslo\"}', 'p1')\$\$) = 'IJ007'"

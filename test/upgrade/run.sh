@@ -166,15 +166,16 @@ check "race_log.provider = the loser attempt's provider (p2 for the failover los
 	 FROM idemjob.race_log r JOIN idemjob.attempts a ON a.id = r.attempt_id"
 check "race_log has no foreign key to jobs any more" $db \
 	"SELECT NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'idemjob.race_log'::regclass AND contype = 'f')"
-check "spent_keys, capabilities, owner_bindings and retry_policies exist, empty, dumped with the extension" $db \
+check "spent_keys, capabilities, owner_bindings, retry_policies and routes exist, empty, dumped with the extension" $db \
 	"SELECT (SELECT count(*) FROM idemjob.spent_keys) = 0 AND (SELECT count(*) FROM idemjob.capabilities) = 0
 	    AND (SELECT count(*) FROM idemjob.owner_bindings) = 0 AND (SELECT count(*) FROM idemjob.retry_policies) = 0
-	    AND (SELECT count(*) FROM ij_check.tables()) = 9"
+	    AND (SELECT count(*) FROM idemjob.routes) = 0
+	    AND (SELECT count(*) FROM ij_check.tables()) = 10"
 check "a role named \"$hy\" (quoted) lost every table privilege too" $db \
-	"SELECT count(*) = 9 AND NOT bool_or(has_table_privilege('$hy', t, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
+	"SELECT count(*) = 10 AND NOT bool_or(has_table_privilege('$hy', t, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
 	 FROM ij_check.tables() t"
 check "the 1.0 README's role lost every table privilege" $db \
-	"SELECT count(*) = 9 AND NOT bool_or(has_table_privilege('$app', t, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
+	"SELECT count(*) = 10 AND NOT bool_or(has_table_privilege('$app', t, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
 	 FROM ij_check.tables() t"
 check "the 1.0 README's role can call no function but validate() and uuid_v7()" $db \
 	"SELECT array_agg(p.proname::text ORDER BY p.proname) = '{uuid_v7,validate}'
