@@ -41,6 +41,7 @@ var httpOf = map[string]struct {
 }{"IJ001": {409, "idempotency_conflict"}, "IJ002": {409, "attempt_in_doubt"},
 	"IJ003": {409, "job_finished"}, "IJ004": {422, "provider_not_certified"},
 	"IJ005": {409, "invalid_transition"}, "IJ006": {404, "not_found"}, "IJ007": {410, "key_expired"},
+	"IJ008": {409, "lease_expired"},
 	"22004": {400, "null_value_not_allowed"}, "22023": {400, "invalid_parameter_value"},
 	"22P02": {400, "invalid_text_representation"}, "42501": {403, "insufficient_privilege"},
 	"57014": {503, "query_canceled"}, "0A000": {500, "feature_not_supported"}}
@@ -89,24 +90,26 @@ func Handle(db *pgx.Conn, method, path, owner, key string, req M, wait string) (
 	return status, H{}, M{"job_id": jobID, "state": state, "version": version, "result": result}
 }
 
-// ---- worker: claim, run the provider with heartbeats, report, fail over
+// ---- worker: claim with a lease, begin right before calling the provider the
+// claim row names, heartbeats, report. Failover is the server's: after a failure
+// or a fenced doubt, claim returns the job on the next provider of its route.
 type Provider func(params M) (M, error)
 type answer struct {
 	result M
 	err    error
 }
-type job struct { // a claimed job, a late answer still to report, a failover to retry
+type job struct { // a claimed job, or a late answer still to report
 	attemptID, jobID, provider string
 	params                     M
 	ch                         chan answer
 }
 type Worker struct {
-	DB             *pgx.Conn
-	Name           string
-	Providers      map[string]Provider
-	GiveUp, Beat   time.Duration
-	Emit           func(M)
-	late, failover []job // answers still to report; jobs to fail over once out of doubt
+	DB           *pgx.Conn
+	Name         string
+	Providers    map[string]Provider
+	GiveUp, Beat time.Duration
+	Emit         func(M)
+	late         []job // answers that came after mark_unknown
 }
 
 func (w *Worker) exec(sql string, args ...any) error {
@@ -114,18 +117,36 @@ func (w *Worker) exec(sql string, args ...any) error {
 	return err
 }
 
+// Start runs once, at start: it gives up what an earlier run of this worker left behind.
+func (w *Worker) Start() (n int32, err error) {
+	err = w.DB.QueryRow(ctx, "SELECT idemjob.abandon_attempts($1)", w.Name).Scan(&n)
+	return
+}
+
+// begin confirms the attempt immediately before the provider is called; false: do not call it
+func (w *Worker) begin(attemptID string) (bool, error) {
+	err := w.exec("SELECT idemjob.begin_attempt($1)", attemptID)
+	var pe *pgconn.PgError // job ended, attempt ended, lease over: not sent
+	if errors.As(err, &pe) && (pe.Code == "IJ003" || pe.Code == "IJ005" || pe.Code == "IJ008") {
+		w.Emit(M{"event": "not_sent", "attempt_id": attemptID, "sqlstate": pe.Code})
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (w *Worker) complete(attemptID string, result M) (outcome string, err error) {
 	err = w.DB.QueryRow(ctx, "SELECT outcome FROM idemjob.complete_attempt($1, $2)", attemptID, js(result)).Scan(&outcome)
 	return
 }
 
-// a definite provider error: the attempt failed, the job may retry
+// a definite provider error: the attempt failed; the server retries the job
+// on the next provider of its route
 func (w *Worker) fail(attemptID string, cause error) error {
 	return w.exec("SELECT idemjob.fail_attempt($1, $2, true)", attemptID,
 		js(M{"code": "provider_error", "message": cause.Error()}))
 }
 
-func (w *Worker) run(j job) (string, error) {
+func (w *Worker) run(j job) error {
 	j.ch = make(chan answer, 1)
 	go func() { r, err := w.Providers[j.provider](j.params); j.ch <- answer{r, err} }()
 	giveUp := time.After(w.GiveUp)
@@ -137,52 +158,24 @@ func (w *Worker) run(j job) (string, error) {
 		case <-giveUp: // no answer: unknown, never failed
 			w.late = append(w.late, j)
 			w.Emit(M{"event": "unknown", "attempt_id": j.attemptID})
-			return "unknown", w.exec("SELECT idemjob.mark_unknown($1)", j.attemptID)
+			return w.exec("SELECT idemjob.mark_unknown($1)", j.attemptID)
 		case <-time.After(w.Beat):
 			if err := w.exec("SELECT idemjob.heartbeat($1, '1s')", j.attemptID); err != nil {
-				return "", err
+				return err
 			}
 		}
 	}
 	if a.err != nil { // a definite failure
-		return "failed", w.fail(j.attemptID, a.err)
+		return w.fail(j.attemptID, a.err)
 	}
 	outcome, err := w.complete(j.attemptID, a.result)
 	w.Emit(M{"event": "completed", "attempt_id": j.attemptID, "job_id": j.jobID, "provider": j.provider, "outcome": outcome})
-	return outcome, err
-}
-
-func (w *Worker) tryFailover(j job) (done bool, err error) {
-	err = w.DB.QueryRow(ctx, "SELECT id, provider FROM idemjob.start_attempt($1, 'fallback', '1s', $2)",
-		j.jobID, w.Name).Scan(&j.attemptID, &j.provider)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "IJ002" { // still in doubt: try again later
-		status, headers, body := HTTPError(pe)
-		w.Emit(M{"event": "failover_refused", "status": status, "headers": headers, "body": body})
-		return false, nil
-	} else if errors.As(err, &pe) && (pe.Code == "IJ003" || pe.Code == "IJ006") {
-		return true, nil // finished or gone
-	} else if err == nil {
-		_, err = w.run(j)
-	}
-	return err == nil, err
-}
-
-func (w *Worker) failoverAll(jobs []job) (err error) {
-	for _, j := range jobs {
-		if done, e := w.tryFailover(j); !done {
-			w.failover = append(w.failover, j)
-			if err == nil {
-				err = e
-			}
-		}
-	}
 	return err
 }
 
 func (w *Worker) Step(wait string) error {
-	late, failover := w.late, w.failover
-	w.late, w.failover = nil, nil
+	late := w.late
+	w.late = nil
 	for _, l := range late {
 		select {
 		case a := <-l.ch: // report an answer: the database decides
@@ -197,11 +190,27 @@ func (w *Worker) Step(wait string) error {
 			w.late = append(w.late, l)
 		}
 	}
-	if err := w.failoverAll(failover); err != nil { // jobs we gave up on, before new ones
-		return err
+	claimed, err := w.claim("SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, wait => $2,"+
+		" timeout => '1s', lease => true)", w.Name, wait)
+	for i := 0; err == nil && i < len(claimed); i++ {
+		var send bool
+		if send, err = w.begin(claimed[i].attemptID); send {
+			err = w.run(claimed[i])
+		}
 	}
-	rows, err := w.DB.Query(ctx, "SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, wait => $2, timeout => '1s')", w.Name, wait)
-	var claimed, failed []job
+	return err
+}
+
+// textArray: the simple protocol sends a text[] as an array literal (Set cannot fail for a []string)
+func textArray(ss []string) *pgtype.TextArray {
+	var a pgtype.TextArray
+	_ = a.Set(ss)
+	return &a
+}
+
+// claim scans the claimed rows: attempt_id, job_id, provider, params
+func (w *Worker) claim(sql string, args ...any) (claimed []job, err error) {
+	rows, err := w.DB.Query(ctx, sql, args...)
 	for err == nil && rows.Next() {
 		var j job
 		err = rows.Scan(&j.attemptID, &j.jobID, &j.provider, &j.params)
@@ -210,50 +219,57 @@ func (w *Worker) Step(wait string) error {
 	if err == nil {
 		err = rows.Err()
 	}
-	if err != nil {
-		return err
-	}
-	for _, j := range claimed {
-		if st, e := w.run(j); e != nil {
-			return e
-		} else if st == "failed" || st == "unknown" {
-			failed = append(failed, j)
-		}
-	}
-	return w.failoverAll(failed)
+	rows.Close()
+	return claimed, err
 }
 
-// BatchStep claims up to maxJobs jobs, runs them side by side, and reports
-// the results together: one statement over two arrays, one complete_attempt
-// per job (each its own compare-and-swap and answer), one transaction. If
-// one call errors (IJ005: someone failed that attempt meanwhile), nothing
-// of the batch is written and the results go one by one; if the connection
-// drops, resending the same batch gives the same answers. beforeReport
-// (attempt ids) runs between the provider calls and the report.
-func (w *Worker) BatchStep(maxJobs int, wait string, beforeReport func([]string) error) (int, error) {
-	rows, err := w.DB.Query(ctx, "SELECT attempt_id, provider, params FROM idemjob.claim($1, max_jobs => $2, wait => $3, timeout => '30s')",
-		w.Name, maxJobs, wait)
-	var claimed []job
-	for err == nil && rows.Next() {
-		var j job
-		err = rows.Scan(&j.attemptID, &j.provider, &j.params)
-		claimed = append(claimed, j)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
-	rows.Close()
+// BatchStep claims up to maxJobs jobs, confirms them in one statement, runs
+// them side by side, and reports the results in one statement: one
+// complete_attempt per job (its own compare-and-swap and answer), one
+// transaction. If a call of either statement errors, nothing of it is
+// written and the calls go one by one (the begins then skip what must not
+// be sent); if the connection drops, resend the same statement.
+// beforeBegin / beforeReport (attempt ids): the scenario's hooks.
+func (w *Worker) BatchStep(maxJobs int, wait string, beforeBegin, beforeReport func([]string) error) (int, error) {
+	claimed, err := w.claim("SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, max_jobs => $2,"+
+		" wait => $3, timeout => '30s', lease => true)", w.Name, maxJobs, wait)
 	if err != nil {
 		return 0, err
 	}
-	for i := range claimed { // side by side
-		j := &claimed[i]
+	all := make([]string, len(claimed))
+	for i, j := range claimed {
+		all[i] = j.attemptID
+	}
+	if beforeBegin != nil {
+		if err := beforeBegin(all); err != nil {
+			return 0, err
+		}
+	}
+	sent := claimed
+	if len(all) > 0 {
+		var pgErr *pgconn.PgError
+		err = w.exec("SELECT b.id FROM unnest($1::text[]::uuid[]) a, LATERAL idemjob.begin_attempt(a) b", textArray(all))
+		if errors.As(err, &pgErr) { // one begin refused: nothing was written, one by one
+			sent = nil
+			for _, j := range claimed {
+				if send, err := w.begin(j.attemptID); err != nil {
+					return 0, err
+				} else if send {
+					sent = append(sent, j)
+				}
+			}
+		} else if err != nil { // in doubt: resend the same batch
+			return 0, err
+		}
+	}
+	for i := range sent { // side by side
+		j := &sent[i]
 		j.ch = make(chan answer, 1)
 		go func() { r, e := w.Providers[j.provider](j.params); j.ch <- answer{r, e} }()
 	}
 	var ids, results []string
 	var values []M
-	for _, j := range claimed {
+	for _, j := range sent {
 		if a := <-j.ch; a.err != nil { // a definite failure
 			if err := w.fail(j.attemptID, a.err); err != nil {
 				return 0, err
@@ -269,16 +285,9 @@ func (w *Worker) BatchStep(maxJobs int, wait string, beforeReport func([]string)
 	}
 	outcomes := map[string]string{}
 	if len(ids) > 0 {
-		var idArr, resArr pgtype.TextArray // the simple protocol sends them as array literals
-		if err := idArr.Set(ids); err != nil {
-			return 0, err
-		}
-		if err := resArr.Set(results); err != nil {
-			return 0, err
-		}
-		rows, err = w.DB.Query(ctx, "SELECT r.attempt_id::text, c.outcome"+
+		rows, err := w.DB.Query(ctx, "SELECT r.attempt_id::text, c.outcome"+
 			" FROM unnest($1::text[]::uuid[], $2::text[]::jsonb[]) AS r(attempt_id, result),"+
-			" LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c", &idArr, &resArr)
+			" LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c", textArray(ids), textArray(results))
 		for err == nil && rows.Next() {
 			var a, o string
 			err = rows.Scan(&a, &o)
@@ -308,6 +317,6 @@ func (w *Worker) BatchStep(maxJobs int, wait string, beforeReport func([]string)
 	for i, a := range ids {
 		out[i] = outcomes[a]
 	}
-	w.Emit(M{"event": "batch", "claimed": len(claimed), "outcomes": out})
+	w.Emit(M{"event": "batch", "claimed": len(claimed), "sent": len(sent), "outcomes": out})
 	return len(claimed), nil
 }

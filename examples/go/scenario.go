@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgconn"
 	"github.com/jackc/pgx/v4"
 )
 
@@ -33,16 +34,33 @@ func open(v string) *pgx.Conn {
 	return c
 }
 
-func primary(params M) (M, error) { // the fake provider: slow, failing, late, or fine
-	delay := map[any]time.Duration{"slow": time.Second, "late": 3 * time.Second, "fail": 0}[params["mode"]]
-	if params["mode"] == "fail" {
+var hung = make(chan struct{}) // closed: the hanging primary answers at last
+
+func primary(params M) (M, error) { // the fake provider: slow, failing, hanging, or fine
+	switch params["mode"] {
+	case "fail":
 		return nil, errors.New("provider said no")
+	case "hang":
+		<-hung
+	case "slow":
+		time.Sleep(time.Second)
 	}
-	time.Sleep(delay + 50*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
 	return M{"by": "primary", "amount": params["amount"]}, nil
 }
 
 func fallback(params M) (M, error) { return M{"by": "fallback", "amount": params["amount"]}, nil }
+
+// until runs tick every 100 ms until cond holds, at most 5 s
+func until(cond func() bool, tick func() error) {
+	for i := 0; i < 50; i++ {
+		must(tick())
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
 
 func find(events []M, name string) M {
 	for _, e := range events {
@@ -56,14 +74,27 @@ func find(events []M, name string) M {
 func main() {
 	client, admin := open("IJ_CLIENT_DSN"), open("IJ_ADMIN_DSN")
 	var events []M
-	w := &Worker{DB: open("IJ_WORKER_DSN"), Name: "go-worker",
-		Providers: map[string]Provider{"primary": primary, "fallback": fallback},
-		GiveUp:    1500 * time.Millisecond, Beat: 400 * time.Millisecond,
-		Emit: func(e M) { events = append(events, e); emit(e) }}
 	owner := "shop-1"
 	charge := func(amount int, mode string) M {
 		return M{"intent": "ex.charge", "params": M{"amount": amount, "mode": mode}}
 	}
+
+	// a previous run of this worker died after sending a job: at start the worker
+	// gives it up (abandon_attempts), and the server routes the job to the fallback
+	_, _, body := Handle(client, "POST", "/jobs", owner, "crash", charge(4, ""), "0s")
+	crashed := open("IJ_WORKER_DSN")
+	_, err := crashed.Exec(ctx, "SELECT idemjob.begin_attempt(attempt_id) FROM idemjob.claim('go-worker', lease => true)")
+	must(err)
+	must(crashed.Close(ctx))
+	w := &Worker{DB: open("IJ_WORKER_DSN"), Name: "go-worker",
+		Providers: map[string]Provider{"primary": primary, "fallback": fallback},
+		GiveUp:    1500 * time.Millisecond, Beat: 400 * time.Millisecond,
+		Emit: func(e M) { events = append(events, e); emit(e) }}
+	abandoned, err := w.Start()
+	must(err)
+	must(w.Step("1s"))
+	status, _, done := Handle(client, "GET", fmt.Sprintf("/jobs/%v", body["job_id"]), owner, "", nil, "2s")
+	emit(M{"check": "restart", "abandoned": abandoned, "job_id": body["job_id"], "status": status, "state": done["state"], "result": done["result"]})
 
 	// double click: two concurrent POSTs with one key, each on its own connection
 	var wg sync.WaitGroup
@@ -79,7 +110,7 @@ func main() {
 	wg.Wait()
 	emit(M{"check": "double_click", "statuses": statuses, "job_ids": ids})
 	must(w.Step("1s"))
-	status, _, body := Handle(client, "GET", fmt.Sprintf("/jobs/%v", ids[0]), owner, "", nil, "2s")
+	status, _, body = Handle(client, "GET", fmt.Sprintf("/jobs/%v", ids[0]), owner, "", nil, "2s")
 	body["check"], body["status"] = "double_click_done", status
 	emit(body)
 
@@ -95,56 +126,72 @@ func main() {
 	must(w.Step("1s"))
 	emit(M{"check": "slow", "job_id": body["job_id"]})
 
-	// failing provider: fail_attempt, then failover to the certified fallback
+	// failing provider: fail_attempt; the next claim returns the job on the fallback
 	_, _, body = Handle(client, "POST", "/jobs", owner, "fail", charge(2, "fail"), "0s")
 	must(w.Step("1s"))
-	status, _, done := Handle(client, "GET", fmt.Sprintf("/jobs/%v", body["job_id"]), owner, "", nil, "2s")
+	must(w.Step("1s"))
+	status, _, done = Handle(client, "GET", fmt.Sprintf("/jobs/%v", body["job_id"]), owner, "", nil, "2s")
 	emit(M{"check": "failover", "job_id": body["job_id"], "status": status, "state": done["state"], "result": done["result"]})
 
-	// no answer: unknown, failover refused (IJ002 -> 409 + Retry-After), an
-	// operator cancels the attempt, the fallback wins, the late answer loses
-	_, _, body = Handle(client, "POST", "/jobs", owner, "late", charge(3, "late"), "0s")
+	// the primary hangs: mark_unknown; another worker's start meanwhile is IJ002
+	// (409 + Retry-After); after fence_unknown_after the server fences the doubt
+	// and the next claim returns the job on the fallback, which wins; the
+	// primary's late answer is still reported, and is lost
+	_, _, body = Handle(client, "POST", "/jobs", owner, "hang", charge(3, "hang"), "0s")
 	lateJob := body["job_id"]
 	must(w.Step("1s"))
-	refused := find(events, "failover_refused")
-	emit(M{"check": "in_doubt", "status": refused["status"], "headers": refused["headers"], "body": refused["body"], "job_id": lateJob})
-	_, err := admin.Exec(ctx, "SELECT idemjob.cancel_attempt($1, 'operator: the provider never answered')",
-		refused["body"].(M)["attempt_id"])
-	must(err)
-	must(w.Step("0s"))
-	for i := 0; i < 50 && find(events, "late_result")["outcome"] == nil; i++ {
-		time.Sleep(100 * time.Millisecond)
-		must(w.Step("0s"))
+	refused, headers, body := 201, H{}, M{}
+	var pe *pgconn.PgError
+	if _, err := w.DB.Exec(ctx, "SELECT idemjob.start_attempt($1, NULL, '1s', 'go-other')", lateJob); errors.As(err, &pe) {
+		refused, headers, body = HTTPError(pe)
 	}
+	emit(M{"check": "in_doubt", "status": refused, "headers": headers, "body": body, "job_id": lateJob})
+	// the sweeper's tick, which needs the operator capability (the worker role
+	// lacks it), so the admin connection calls it; a no-op where a sweeper runs
+	until(func() bool { return last(events, "completed")["job_id"] == lateJob }, func() error {
+		if _, err := admin.Exec(ctx, "SELECT idemjob.expire_attempts()"); err != nil {
+			return err
+		}
+		return w.Step("0s")
+	})
+	close(hung)
+	until(func() bool { return find(events, "late_result")["outcome"] != nil }, func() error { return w.Step("0s") })
 	late := find(events, "late_result")
 	emit(M{"check": "late", "job_id": lateJob, "attempt_id": late["attempt_id"], "outcome": late["outcome"]})
 	status, _, body = Handle(client, "GET", fmt.Sprintf("/jobs/%v", lateJob), owner, "", nil, "2s")
 	body["check"], body["status"] = "late_job", status
 	emit(body)
 
-	// a batch: 20 jobs claimed in one call, run side by side, reported in one statement
+	// a batch: 20 jobs claimed in one call, confirmed in one statement, run side
+	// by side, reported in one statement
 	var batchIDs []any
 	for i := 0; i < 20; i++ {
 		_, _, body = Handle(client, "POST", "/jobs", owner, fmt.Sprintf("batch-%d", i), charge(100+i, ""), "0s")
 		batchIDs = append(batchIDs, body["job_id"])
 	}
-	claimed, err := w.BatchStep(100, "0s", nil)
+	claimed, err := w.BatchStep(100, "0s", nil, nil)
 	must(err)
 	emit(M{"check": "batch", "claimed": claimed, "job_ids": batchIDs, "outcomes": last(events, "batch")["outcomes"]})
 
-	// a batch in which one attempt was failed meanwhile: the statement errors
-	// (IJ005), nothing of it is written, the results go one by one
+	// a batch in which one job was cancelled before its begin (IJ003: not sent)
+	// and one attempt failed before the report (IJ005): each statement errors,
+	// nothing of it is written, and its calls go one by one
 	for i := 0; i < 5; i++ {
 		Handle(client, "POST", "/jobs", owner, fmt.Sprintf("batch2-%d", i), charge(200+i, ""), "0s")
 	}
-	var failedMeanwhile []string
+	var meanwhile []string
 	claimed, err = w.BatchStep(100, "0s", func(ids []string) error {
-		failedMeanwhile = append(failedMeanwhile, ids[0])
+		meanwhile = append(meanwhile, ids[0])
+		_, err := admin.Exec(ctx, "SELECT idemjob.cancel_job(job_id, 'changed my mind') FROM idemjob.attempts WHERE id = $1", ids[0])
+		return err
+	}, func(ids []string) error {
+		meanwhile = append(meanwhile, ids[0])
 		_, err := admin.Exec(ctx, `SELECT idemjob.fail_attempt($1, '{"code": "operator"}', false)`, ids[0])
 		return err
 	})
 	must(err)
-	emit(M{"check": "batch_fallback", "claimed": claimed, "failed": failedMeanwhile, "outcomes": last(events, "batch")["outcomes"]})
+	batch := last(events, "batch")
+	emit(M{"check": "batch_fallback", "claimed": claimed, "sent": batch["sent"], "meanwhile": meanwhile, "outcomes": batch["outcomes"]})
 }
 
 // last returns the last event of that name

@@ -19,6 +19,7 @@ const HTTP = {
   IJ001: [409, 'idempotency_conflict'], IJ002: [409, 'attempt_in_doubt'],
   IJ003: [409, 'job_finished'], IJ004: [422, 'provider_not_certified'],
   IJ005: [409, 'invalid_transition'], IJ006: [404, 'not_found'], IJ007: [410, 'key_expired'],
+  IJ008: [409, 'lease_expired'],
   '22004': [400, 'null_value_not_allowed'], '22023': [400, 'invalid_parameter_value'],
   '22P02': [400, 'invalid_text_representation'], '42501': [403, 'insufficient_privilege'],
   '57014': [503, 'query_canceled'], '0A000': [500, 'feature_not_supported'],
@@ -59,17 +60,36 @@ async function handle(db, method, path, owner, key, body, wait = '2s') {
   }
 }
 
-// ---- worker: claim, run the provider with heartbeats, report, fail over
+// ---- worker: claim with a lease, begin right before calling the provider the
+// claim row names, heartbeats, report. Failover is the server's: after a failure
+// or a fenced doubt, claim returns the job on the next provider of its route.
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const NOT_SENT = ['IJ003', 'IJ005', 'IJ008'];   // job ended, attempt ended, lease over
 
 class Worker {
   constructor(db, name, providers, { giveUp = 1500, beat = 400, emit = console.log } = {}) {
     Object.assign(this, { db, name, providers, giveUp, beat, emit });
-    this.late = [];        // {attemptId, answer}: answers still to report
-    this.failover = [];    // jobs to restart on the fallback when their doubt ends
+    this.late = [];        // {attemptId, call}: answers that came after mark_unknown
   }
 
   async one(sql, args) { return (await this.db.query(sql, args)).rows[0]; }
+
+  // once, at start: give up what an earlier run of this worker left behind
+  async start() {
+    return (await this.one('SELECT idemjob.abandon_attempts($1) AS n', [this.name])).n;
+  }
+
+  // confirm the attempt immediately before calling the provider; false: do not call it
+  async begin(attemptId) {
+    try {
+      await this.one('SELECT state FROM idemjob.begin_attempt($1)', [attemptId]);
+      return true;
+    } catch (e) {
+      if (!NOT_SENT.includes(e.code)) throw e;
+      this.emit({ event: 'not_sent', attempt_id: attemptId, sqlstate: e.code });
+      return false;
+    }
+  }
 
   // report a provider's answer: the database decides won, lost or rejected
   async complete(attemptId, value) {
@@ -77,7 +97,8 @@ class Worker {
       [attemptId, JSON.stringify(value)])).outcome;
   }
 
-  // a definite provider error: the attempt failed, the job may retry
+  // a definite provider error: the attempt failed; the server retries the job
+  // on the next provider of its route
   async fail(attemptId, error) {
     await this.one('SELECT state FROM idemjob.fail_attempt($1, $2, true)',
       [attemptId, JSON.stringify({ code: 'provider_error', message: String(error.message) })]);
@@ -95,35 +116,16 @@ class Worker {
         await this.one('SELECT state FROM idemjob.mark_unknown($1)', [attemptId]);
         this.late.push({ attemptId, call });
         this.emit({ event: 'unknown', attempt_id: attemptId });
-        return 'unknown';
+        return;
       }
       await this.one("SELECT state FROM idemjob.heartbeat($1, '1s')", [attemptId]);
     }
     if (call.error) {                           // a definite failure
       await this.fail(attemptId, call.error);
-      return 'failed';
+      return;
     }
     const outcome = await this.complete(attemptId, call.value);
     this.emit({ event: 'completed', attempt_id: attemptId, job_id: jobId, provider, outcome });
-    return outcome;
-  }
-
-  async tryFailover(jobId, params) {
-    let a;
-    try {
-      a = await this.one("SELECT id, provider FROM idemjob.start_attempt($1, 'fallback', '1s', $2)",
-        [jobId, this.name]);
-    } catch (e) {
-      if (e.code === 'IJ002') {                  // still in doubt: try again later
-        const [status, headers, body] = httpError(e);
-        this.emit({ event: 'failover_refused', status, headers, body });
-        return false;
-      }
-      if (e.code === 'IJ003' || e.code === 'IJ006') return true;   // finished or gone
-      throw e;
-    }
-    await this.run(a.id, jobId, a.provider, params);
-    return true;
   }
 
   async step(wait = '1s') {
@@ -133,43 +135,51 @@ class Worker {
       const outcome = await this.complete(l.attemptId, l.call.value);
       this.emit({ event: 'late_result', attempt_id: l.attemptId, outcome });
     }
-    const still = [];
-    for (const f of this.failover) if (!(await this.tryFailover(f.jobId, f.params))) still.push(f);
-    this.failover = still;
     const { rows } = await this.db.query(
-      "SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, wait => $2, timeout => '1s')",
+      'SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, wait => $2,'
+      + " timeout => '1s', lease => true)",
       [this.name, wait]);
     for (const r of rows) {
-      const st = await this.run(r.attempt_id, r.job_id, r.provider, r.params);
-      if ((st === 'failed' || st === 'unknown') && !(await this.tryFailover(r.job_id, r.params))) {
-        this.failover.push({ jobId: r.job_id, params: r.params });
-      }
+      if (await this.begin(r.attempt_id)) await this.run(r.attempt_id, r.job_id, r.provider, r.params);
     }
     return rows.length;
   }
 
-  // Claim up to maxJobs jobs, run them side by side, and report the results
-  // together: one statement over two arrays, one complete_attempt per job
-  // (each its own compare-and-swap and answer), one transaction.  If one
-  // call errors (IJ005: someone failed that attempt meanwhile), nothing of
-  // the batch is written and the results go one by one; if the connection
-  // drops, resending the same batch gives the same answers.  beforeReport
-  // (attemptIds) runs between the provider calls and the report.
-  async batchStep(maxJobs = 100, wait = '1s', beforeReport = null) {
+  // Claim up to maxJobs jobs, confirm them in one statement, run them side by
+  // side, and report the results in one statement: one complete_attempt per
+  // job (its own compare-and-swap and answer), one transaction.  If a call of
+  // either statement errors, nothing of it is written and the calls go one by
+  // one (the begins then skip what must not be sent); if the connection
+  // drops, resend the same statement.  hooks.beforeBegin / beforeReport
+  // (attemptIds): the scenario's.
+  async batchStep(maxJobs = 100, wait = '1s', hooks = {}) {
     const { rows } = await this.db.query(
-      "SELECT attempt_id, provider, params FROM idemjob.claim($1, max_jobs => $2, wait => $3, timeout => '30s')",
+      'SELECT attempt_id, provider, params FROM idemjob.claim($1, max_jobs => $2, wait => $3,'
+      + " timeout => '30s', lease => true)",
       [this.name, maxJobs, wait]);
-    const settled = await Promise.allSettled(
-      rows.map((r) => Promise.resolve().then(() => this.providers[r.provider](r.params))));
-    const results = [];
-    for (let i = 0; i < rows.length; i++) {
-      if (settled[i].status === 'fulfilled') {
-        results.push([rows[i].attempt_id, settled[i].value]);
-      } else {                                   // a definite failure
-        await this.fail(rows[i].attempt_id, settled[i].reason);
+    if (hooks.beforeBegin) await hooks.beforeBegin(rows.map((r) => r.attempt_id));
+    let sent = rows;
+    if (rows.length > 0) {
+      try {
+        await this.db.query('SELECT b.id FROM unnest($1::uuid[]) a, LATERAL idemjob.begin_attempt(a) b',
+          [rows.map((r) => r.attempt_id)]);
+      } catch (e) {
+        if (!e.code) throw e;                    // in doubt: resend the same batch
+        sent = [];
+        for (const r of rows) if (await this.begin(r.attempt_id)) sent.push(r);
       }
     }
-    if (beforeReport) await beforeReport(results.map(([a]) => a));
+    const settled = await Promise.allSettled(
+      sent.map((r) => Promise.resolve().then(() => this.providers[r.provider](r.params))));
+    const results = [];
+    for (let i = 0; i < sent.length; i++) {
+      if (settled[i].status === 'fulfilled') {
+        results.push([sent[i].attempt_id, settled[i].value]);
+      } else {                                   // a definite failure
+        await this.fail(sent[i].attempt_id, settled[i].reason);
+      }
+    }
+    if (hooks.beforeReport) await hooks.beforeReport(results.map(([a]) => a));
     const outcomes = new Map();
     if (results.length > 0) {
       try {
@@ -190,7 +200,8 @@ class Worker {
         }
       }
     }
-    this.emit({ event: 'batch', claimed: rows.length, outcomes: results.map(([a]) => outcomes.get(a)) });
+    this.emit({ event: 'batch', claimed: rows.length, sent: sent.length,
+      outcomes: results.map(([a]) => outcomes.get(a)) });
     return rows.length;
   }
 }

@@ -3,7 +3,7 @@
 // reads them and checks the database). DSNs (libpq key=value):
 // IJ_CLIENT_DSN, IJ_WORKER_DSN, IJ_ADMIN_DSN.
 'use strict';
-const { connect, handle, Worker } = require('./app');
+const { connect, handle, httpError, Worker } = require('./app');
 
 const emit = (o) => console.log(JSON.stringify(o));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -13,29 +13,52 @@ const config = (dsn) => Object.fromEntries(dsn.split(/\s+/).filter(Boolean).map(
 }));
 const open = (v) => connect(config(process.env[v]));
 
-async function primary(params) {      // the fake provider: slow, failing, late, or fine
+let answerHung;                       // called: the hanging primary answers at last
+const hung = new Promise((r) => { answerHung = r; });
+async function primary(params) {      // the fake provider: slow, failing, hanging, or fine
   const mode = params.mode || 'ok';
   if (mode === 'fail') throw new Error('provider said no');
-  await sleep({ slow: 1000, late: 3000 }[mode] || 50);
+  if (mode === 'hang') await hung;
+  await sleep(mode === 'slow' ? 1000 : 50);
   return { by: 'primary', amount: params.amount };
 }
 const fallback = async (params) => ({ by: 'fallback', amount: params.amount });
+
+async function until(cond, tick) {    // tick() every 100 ms until cond(), at most 5 s
+  for (let i = 0; i < 50; i++) {
+    await tick();
+    if (cond()) return;
+    await sleep(100);
+  }
+}
 
 async function main() {
   const client = await open('IJ_CLIENT_DSN');
   const admin = await open('IJ_ADMIN_DSN');
   const events = [];
-  const worker = new Worker(await open('IJ_WORKER_DSN'), 'node-worker', { primary, fallback },
-    { emit: (e) => { events.push(e); emit(e); } });
   const owner = 'shop-1';
   const charge = { intent: 'ex.charge', params: { amount: 42 } };
+
+  // a previous run of this worker died after sending a job: at start the worker
+  // gives it up (abandon_attempts), and the server routes the job to the fallback
+  let [status, headers, body] = await handle(client, 'POST', '/jobs', owner, 'crash',
+    { intent: 'ex.charge', params: { amount: 4 } }, '0s');
+  const crashed = await open('IJ_WORKER_DSN');
+  await crashed.query("SELECT idemjob.begin_attempt(attempt_id) FROM idemjob.claim('node-worker', lease => true)");
+  await crashed.end();
+  const worker = new Worker(await open('IJ_WORKER_DSN'), 'node-worker', { primary, fallback },
+    { emit: (e) => { events.push(e); emit(e); } });
+  const abandoned = await worker.start();
+  await worker.step();
+  let [rstatus, , done] = await handle(client, 'GET', `/jobs/${body.job_id}`, owner);
+  emit({ check: 'restart', abandoned, job_id: body.job_id, status: rstatus, state: done.state, result: done.result });
 
   // double click: two concurrent POSTs with one key, each on its own connection
   const conns = [await open('IJ_CLIENT_DSN'), await open('IJ_CLIENT_DSN')];
   const answers = await Promise.all(conns.map((c) => handle(c, 'POST', '/jobs', owner, 'dbl', charge, '0.2s')));
   emit({ check: 'double_click', statuses: answers.map((a) => a[0]), job_ids: answers.map((a) => a[2].job_id) });
   await worker.step();
-  let [status, headers, body] = await handle(client, 'GET', `/jobs/${answers[0][2].job_id}`, owner);
+  [status, headers, body] = await handle(client, 'GET', `/jobs/${answers[0][2].job_id}`, owner);
   emit({ check: 'double_click_done', status, ...body });
 
   // the same key with another request: 409, the job id from the error fields
@@ -52,34 +75,44 @@ async function main() {
   await worker.step();
   emit({ check: 'slow', job_id: body.job_id });
 
-  // failing provider: fail_attempt, then failover to the certified fallback
+  // failing provider: fail_attempt; the next claim returns the job on the fallback
   [, , body] = await handle(client, 'POST', '/jobs', owner, 'fail',
     { intent: 'ex.charge', params: { amount: 2, mode: 'fail' } }, '0s');
   await worker.step();
-  const [fstatus, , done] = await handle(client, 'GET', `/jobs/${body.job_id}`, owner);
-  emit({ check: 'failover', job_id: body.job_id, status: fstatus, state: done.state, result: done.result });
+  await worker.step();
+  [rstatus, , done] = await handle(client, 'GET', `/jobs/${body.job_id}`, owner);
+  emit({ check: 'failover', job_id: body.job_id, status: rstatus, state: done.state, result: done.result });
 
-  // no answer: unknown, failover refused (IJ002 -> 409 + Retry-After), an
-  // operator cancels the attempt, the fallback wins, the late answer loses
-  [, , body] = await handle(client, 'POST', '/jobs', owner, 'late',
-    { intent: 'ex.charge', params: { amount: 3, mode: 'late' } }, '0s');
+  // the primary hangs: mark_unknown; another worker's start meanwhile is IJ002
+  // (409 + Retry-After); after fence_unknown_after the server fences the doubt
+  // and the next claim returns the job on the fallback, which wins; the
+  // primary's late answer is still reported, and is lost
+  [, , body] = await handle(client, 'POST', '/jobs', owner, 'hang',
+    { intent: 'ex.charge', params: { amount: 3, mode: 'hang' } }, '0s');
   const lateJob = body.job_id;
   await worker.step();
-  const refused = events.find((e) => e.event === 'failover_refused');
-  emit({ check: 'in_doubt', status: refused.status, headers: refused.headers, body: refused.body, job_id: lateJob });
-  await admin.query("SELECT idemjob.cancel_attempt($1, 'operator: the provider never answered')",
-    [refused.body.attempt_id]);
-  await worker.step('0s');
-  for (let i = 0; i < 50 && !events.some((e) => e.event === 'late_result'); i++) {
-    await sleep(100);
-    await worker.step('0s');
+  let refused = [201, {}, {}];
+  try {
+    await worker.db.query("SELECT idemjob.start_attempt($1, NULL, '1s', 'node-other')", [lateJob]);
+  } catch (e) {
+    refused = httpError(e);
   }
+  emit({ check: 'in_doubt', status: refused[0], headers: refused[1], body: refused[2], job_id: lateJob });
+  // the sweeper's tick, which needs the operator capability (the worker role
+  // lacks it), so the admin connection calls it; a no-op where a sweeper runs
+  await until(() => events.some((e) => e.event === 'completed' && e.job_id === lateJob), async () => {
+    await admin.query('SELECT idemjob.expire_attempts()');
+    await worker.step('0s');
+  });
+  answerHung();
+  await until(() => events.some((e) => e.event === 'late_result'), () => worker.step('0s'));
   const late = events.find((e) => e.event === 'late_result') || {};
   emit({ check: 'late', job_id: lateJob, attempt_id: late.attempt_id, outcome: late.outcome });
   [status, , body] = await handle(client, 'GET', `/jobs/${lateJob}`, owner);
   emit({ check: 'late_job', status, ...body });
 
-  // a batch: 20 jobs claimed in one call, run side by side, reported in one statement
+  // a batch: 20 jobs claimed in one call, confirmed in one statement, run side
+  // by side, reported in one statement
   const batchIds = [];
   for (let i = 0; i < 20; i++) {
     [, , body] = await handle(client, 'POST', '/jobs', owner, `batch-${i}`,
@@ -90,19 +123,27 @@ async function main() {
   let batch = events.filter((e) => e.event === 'batch').pop() || {};
   emit({ check: 'batch', claimed, job_ids: batchIds, outcomes: batch.outcomes });
 
-  // a batch in which one attempt was failed meanwhile: the statement errors
-  // (IJ005), nothing of it is written, the results go one by one
+  // a batch in which one job was cancelled before its begin (IJ003: not sent)
+  // and one attempt failed before the report (IJ005): each statement errors,
+  // nothing of it is written, and its calls go one by one
   for (let i = 0; i < 5; i++) {
     await handle(client, 'POST', '/jobs', owner, `batch2-${i}`,
       { intent: 'ex.charge', params: { amount: 200 + i } }, '0s');
   }
-  const failedMeanwhile = [];
-  claimed = await worker.batchStep(100, '0s', async (attemptIds) => {
-    failedMeanwhile.push(attemptIds[0]);
-    await admin.query(`SELECT idemjob.fail_attempt($1, '{"code": "operator"}', false)`, [attemptIds[0]]);
+  const meanwhile = [];
+  claimed = await worker.batchStep(100, '0s', {
+    beforeBegin: async (attemptIds) => {
+      meanwhile.push(attemptIds[0]);
+      await admin.query("SELECT idemjob.cancel_job(job_id, 'changed my mind') FROM idemjob.attempts"
+        + ' WHERE id = $1', [attemptIds[0]]);
+    },
+    beforeReport: async (attemptIds) => {
+      meanwhile.push(attemptIds[0]);
+      await admin.query(`SELECT idemjob.fail_attempt($1, '{"code": "operator"}', false)`, [attemptIds[0]]);
+    },
   });
   batch = events.filter((e) => e.event === 'batch').pop() || {};
-  emit({ check: 'batch_fallback', claimed, failed: failedMeanwhile, outcomes: batch.outcomes });
+  emit({ check: 'batch_fallback', claimed, sent: batch.sent, meanwhile, outcomes: batch.outcomes });
   for (const c of [client, admin, worker.db, ...conns]) await c.end();
 }
 

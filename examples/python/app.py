@@ -20,10 +20,10 @@ def connect(dsn):
 HTTP = {"IJ001": (409, "idempotency_conflict"), "IJ002": (409, "attempt_in_doubt"),
         "IJ003": (409, "job_finished"), "IJ004": (422, "provider_not_certified"),
         "IJ005": (409, "invalid_transition"), "IJ006": (404, "not_found"),
-        "IJ007": (410, "key_expired"), "22004": (400, "null_value_not_allowed"),
-        "22023": (400, "invalid_parameter_value"), "22P02": (400, "invalid_text_representation"),
-        "42501": (403, "insufficient_privilege"), "57014": (503, "query_canceled"),
-        "0A000": (500, "feature_not_supported")}
+        "IJ007": (410, "key_expired"), "IJ008": (409, "lease_expired"),
+        "22004": (400, "null_value_not_allowed"), "22023": (400, "invalid_parameter_value"),
+        "22P02": (400, "invalid_text_representation"), "42501": (403, "insufficient_privilege"),
+        "57014": (503, "query_canceled"), "0A000": (500, "feature_not_supported")}
 
 
 def fields(e):
@@ -65,17 +65,36 @@ def handle(conn, method, path, owner, key=None, body=None, wait="2s"):
         return http_error(e)
 
 
-# ---- worker: claim, run the provider with heartbeats, report, fail over
+# ---- worker: claim with a lease, begin right before calling the provider the
+# claim row names, heartbeats, report. Failover is the server's: after a failure
+# or a fenced doubt, claim returns the job on the next provider of its route.
+NOT_SENT = ("IJ003", "IJ005", "IJ008")    # job ended, attempt ended, lease over
+
+
 class Worker:
     def __init__(self, conn, name, providers, give_up=1.5, beat=0.4, emit=print):
         self.conn, self.name, self.providers = conn, name, providers
         self.give_up, self.beat, self.emit = give_up, beat, emit
         self.pool = cf.ThreadPoolExecutor(8)
-        self.late = []        # (attempt_id, future): answers still to report
-        self.failover = []    # jobs to restart on the fallback when their doubt ends
+        self.late = []        # (attempt_id, future): answers that came after mark_unknown
 
     def call(self, sql, *args):
         return self.conn.execute(sql, args).fetchone()
+
+    def start(self):
+        """Once, at start: give up what an earlier run of this worker left behind."""
+        return self.call("SELECT idemjob.abandon_attempts(%s)", self.name)[0]
+
+    def begin(self, attempt_id):
+        """Confirm the attempt immediately before calling the provider; False: do not call it."""
+        try:
+            self.call("SELECT state FROM idemjob.begin_attempt(%s)", attempt_id)
+            return True
+        except psycopg.Error as e:
+            if e.sqlstate not in NOT_SENT:
+                raise
+            self.emit({"event": "not_sent", "attempt_id": str(attempt_id), "sqlstate": e.sqlstate})
+            return False
 
     def complete(self, attempt_id, result):
         """Report a provider's answer: the database decides won, lost or rejected."""
@@ -83,7 +102,8 @@ class Worker:
                          attempt_id, Jsonb(result))[0]
 
     def fail(self, attempt_id, exc):
-        """A definite provider error: the attempt failed, the job may retry."""
+        """A definite provider error: the attempt failed; the server retries the job
+        on the next provider of its route."""
         self.call("SELECT state FROM idemjob.fail_attempt(%s, %s, true)",
                   attempt_id, Jsonb({"code": "provider_error", "message": str(exc)}))
 
@@ -99,31 +119,14 @@ class Worker:
                     self.call("SELECT state FROM idemjob.mark_unknown(%s)", attempt_id)
                     self.late.append((attempt_id, fut))
                     self.emit({"event": "unknown", "attempt_id": str(attempt_id)})
-                    return "unknown"
+                    return
                 self.call("SELECT state FROM idemjob.heartbeat(%s, '1s')", attempt_id)
             except Exception as exc:                       # a definite failure
                 self.fail(attempt_id, exc)
-                return "failed"
+                return
         outcome = self.complete(attempt_id, result)
         self.emit({"event": "completed", "attempt_id": str(attempt_id), "job_id": str(job_id),
                    "provider": provider, "outcome": outcome})
-        return outcome
-
-    def try_failover(self, job_id, params):
-        try:
-            a = self.call("SELECT id, provider FROM idemjob.start_attempt(%s, 'fallback', '1s', %s)",
-                          job_id, self.name)
-        except psycopg.Error as e:
-            if e.sqlstate == "IJ002":                      # still in doubt: try again later
-                status, headers, body = http_error(e)
-                self.emit({"event": "failover_refused", "status": status, "headers": headers,
-                           "body": body})
-                return False
-            if e.sqlstate in ("IJ003", "IJ006"):           # finished or gone: nothing to do
-                return True
-            raise
-        self.run(a[0], job_id, a[1], params)
-        return True
 
     def step(self, wait="1s"):
         for attempt_id, fut in [x for x in self.late if x[1].done()]:
@@ -131,29 +134,37 @@ class Worker:
             if fut.exception() is None:                    # report it: the database decides
                 outcome = self.complete(attempt_id, fut.result())
                 self.emit({"event": "late_result", "attempt_id": str(attempt_id), "outcome": outcome})
-        self.failover = [f for f in self.failover if not self.try_failover(*f)]
         claimed = self.conn.execute(
             "SELECT attempt_id, job_id, provider, params FROM idemjob.claim(%s, wait => %s,"
-            " timeout => '1s')", (self.name, wait)).fetchall()
+            " timeout => '1s', lease => true)", (self.name, wait)).fetchall()
         for attempt_id, job_id, provider, params in claimed:
-            if self.run(attempt_id, job_id, provider, params) in ("failed", "unknown"):
-                if not self.try_failover(job_id, params):
-                    self.failover.append((job_id, params))
+            if self.begin(attempt_id):
+                self.run(attempt_id, job_id, provider, params)
         return len(claimed)
 
-    def batch_step(self, max_jobs=100, wait="1s", before_report=None):
-        """Claim up to max_jobs jobs, run them side by side, and report the
-        results together: one statement over two arrays, one complete_attempt
-        per job (each its own compare-and-swap and answer), one transaction.
-        If one call errors (IJ005: someone failed that attempt meanwhile),
-        nothing of the batch is written and the results go one by one; if the
-        connection drops, resending the same batch gives the same answers.
-        before_report(attempt_ids) runs between the provider calls and the
-        report (the scenario fails one attempt there)."""
+    def batch_step(self, max_jobs=100, wait="1s", before_begin=None, before_report=None):
+        """Claim up to max_jobs jobs, confirm them in one statement, run them
+        side by side, and report the results in one statement: one
+        complete_attempt per job (its own compare-and-swap and answer), one
+        transaction.  If a call of either statement errors, nothing of it is
+        written and the calls go one by one (the begins then skip what must
+        not be sent); if the connection drops, resend the same statement.
+        before_begin / before_report(attempt_ids): the scenario's hooks."""
         claimed = self.conn.execute(
             "SELECT attempt_id, provider, params FROM idemjob.claim(%s, max_jobs => %s,"
-            " wait => %s, timeout => '30s')", (self.name, max_jobs, wait)).fetchall()
-        running = [(a, self.pool.submit(self.providers[p], params)) for a, p, params in claimed]
+            " wait => %s, timeout => '30s', lease => true)", (self.name, max_jobs, wait)).fetchall()
+        if before_begin:
+            before_begin([a for a, _, _ in claimed])
+        sent = claimed
+        if claimed:
+            try:
+                self.conn.execute("SELECT b.id FROM unnest(%s::uuid[]) a,"
+                                  " LATERAL idemjob.begin_attempt(a) b", ([a for a, _, _ in claimed],))
+            except psycopg.Error as e:
+                if e.sqlstate is None:                     # in doubt: resend the same batch
+                    raise
+                sent = [c for c in claimed if self.begin(c[0])]
+        running = [(a, self.pool.submit(self.providers[p], params)) for a, p, params in sent]
         results = []
         for attempt_id, fut in running:
             try:
@@ -180,6 +191,6 @@ class Worker:
                         if e1.sqlstate is None:
                             raise
                         outcomes[attempt_id] = e1.sqlstate
-        self.emit({"event": "batch", "claimed": len(claimed),
+        self.emit({"event": "batch", "claimed": len(claimed), "sent": len(sent),
                    "outcomes": [outcomes.get(a) for a, _ in results]})
         return len(claimed)

@@ -3,14 +3,18 @@
 # end to end against the server in PGHOST/PGPORT/PGUSER (a superuser), each
 # once directly and once through pgbouncer in transaction pooling, and
 # checks the outcomes: each run gets a fresh database (test/examples/
-# setup.sql: roles with the client/worker/admin capabilities, a contract and
-# a certified fallback); the example prints JSON lines, which this script
-# checks together with the database:
-#   double click -> one job; key reuse -> 409 with the job id from the error
-#   fields; no answer -> unknown -> IJ002 -> 409 with Retry-After; the late
-#   answer -> lost with a race-log row; failover to the certified fallback;
-#   a claimed batch of 20 reported in one statement, each job won once, and
-#   a batch whose statement fails (IJ005) reported one by one.
+# setup.sql: roles with the client/worker/admin capabilities, a contract, a
+# certified fallback, the route primary -> fallback and a doubt policy); the
+# example prints JSON lines, which this script checks together with the
+# database:
+#   a restarted worker abandons what it left in flight -> the job is won on
+#   the fallback; double click -> one job; key reuse -> 409 with the job id
+#   from the error fields; a failure -> the next claim is on the certified
+#   fallback; no answer -> unknown -> IJ002 -> 409 with Retry-After, the
+#   server fences the doubt and the fallback wins; the late answer -> lost
+#   with a race-log row; a claimed batch of 20 begun and reported in one
+#   statement each, each job won once; a batch whose statements fail (IJ003
+#   at begin: not sent; IJ005 at the report) goes one by one.
 # Installs what it needs when missing.  Prints "examples: N passed, M failed"
 # and exits non-zero on any failure.  EXAMPLES="python node go" picks some;
 # PGBOUNCER_PORT (5691) the pooler's port.
@@ -124,7 +128,16 @@ line() { jq -c "select(.check == \"$1\")" "$out" | head -1; }
 q() { $PSQL -d "$db" -Atc "$1"; }
 
 check_run() {
-	local dbl reuse bad_uuid slow fo doubt late latejob job late_att
+	local dbl reuse bad_uuid slow fo doubt late latejob job late_att restart
+	# abandon_attempts at start: the job the last run left sent is fenced
+	# and retried; the server routes it to the fallback
+	restart=$(line restart)
+	jq -e '.abandoned == 1 and .status == 200 and .state == "succeeded" and .result.by == "fallback"' \
+		<<<"$restart" >/dev/null || fail "restart: $restart"
+	[ "$(q "SELECT string_agg(provider || ':' || state || ':' || coalesce(error ->> 'reason', '-'), ',' ORDER BY attempt_no)
+		FROM idemjob.attempts WHERE job_id = '$(jq -r .job_id <<<"$restart")'")" = \
+		"primary:cancelled:abandoned by its worker,fallback:succeeded:-" ] || fail "restart: attempts"
+
 	dbl=$(line double_click)
 	job=$(jq -r '.job_ids[0]' <<<"$dbl")
 	[ -n "$job" ] && [ "$job" != null ] || { fail "no double_click line"; return; }
@@ -162,6 +175,11 @@ check_run() {
 		fail "late answer: no race-log row for $late_att"
 	latejob=$(line late_job)
 	jq -e '.status == 200 and .state == "succeeded" and .result.by == "fallback"' <<<"$latejob" >/dev/null || fail "late job: $latejob"
+	# the doubt ended by the server (fence_unknown_after), not by an operator
+	[ "$(q "SELECT string_agg(a.provider || ':' || a.state || ':' || coalesce(a.error ->> 'reason', '-'), ',' ORDER BY a.attempt_no)
+		FROM idemjob.attempts a WHERE a.job_id = '$(jq -r .job_id <<<"$latejob")'")" = \
+		"primary:superseded:unknown for longer than its intent's fence_unknown_after,fallback:succeeded:-" ] ||
+		fail "late job: not fenced by the doubt policy then won on the fallback"
 
 	# a claimed batch reported in one statement, and one that falls back
 	local batch
@@ -172,12 +190,18 @@ check_run() {
 		WHERE j.idempotency_key LIKE 'batch-%' AND j.state = 'succeeded' AND j.attempt_count = 1
 		AND a.id = j.completed_by AND a.state = 'succeeded' AND a.provider = 'primary'")" = 20 ] ||
 		fail "batch: not 20 jobs each won by its one attempt"
+	# the first claimed job cancelled before the begin (not sent), the first
+	# one sent failed before the report
 	batch=$(line batch_fallback)
-	jq -e '.claimed == 5 and .outcomes == ["IJ005", "won", "won", "won", "won"] and (.failed | length) == 1' \
-		<<<"$batch" >/dev/null || fail "batch with an attempt failed meanwhile: $batch"
-	[ "$(q "SELECT string_agg(j.state::text, ',' ORDER BY j.idempotency_key) FROM idemjob.jobs j
-		WHERE j.idempotency_key LIKE 'batch2-%'")" = "failed,succeeded,succeeded,succeeded,succeeded" ] ||
-		fail "batch with an attempt failed meanwhile: job states"
+	jq -e '.claimed == 5 and .sent == 4 and .outcomes == ["IJ005", "won", "won", "won"] and (.meanwhile | length) == 2' \
+		<<<"$batch" >/dev/null || fail "batch with a job cancelled and an attempt failed meanwhile: $batch"
+	[ "$(q "SELECT string_agg(j.state || ':' || a.state || ':' || (a.lease_until IS NULL), ',' ORDER BY m.n)
+		FROM unnest('$(jq -r '.meanwhile | join(",") | "{" + . + "}"' <<<"$batch")'::uuid[]) WITH ORDINALITY m(id, n)
+		JOIN idemjob.attempts a ON a.id = m.id JOIN idemjob.jobs j ON j.id = a.job_id")" = "cancelled:started:false,failed:failed:true" ] ||
+		fail "batch with a job cancelled and an attempt failed meanwhile: attempts"
+	[ "$(q "SELECT string_agg(j.state::text, ',' ORDER BY j.state) FROM idemjob.jobs j
+		WHERE j.idempotency_key LIKE 'batch2-%'")" = "succeeded,succeeded,succeeded,failed,cancelled" ] ||
+		fail "batch with a job cancelled and an attempt failed meanwhile: job states"
 }
 
 for ex in $examples; do

@@ -16,3 +16,8 @@ SELECT idemjob.grant_capability('ij_ex_admin', 'admin');
 SELECT idemjob.define_contract('ex.charge',
 	'{"type": "object", "required": ["by"], "properties": {"by": {"enum": ["primary", "fallback"]}}}');
 SELECT idemjob.certify_provider('ex.charge', 'fallback', '{"suite": "examples"}');
+-- failover is the server's: after a failure, or a doubt fenced after
+-- fence_unknown_after, a job goes on to the next certified provider of its
+-- route, at once (no backoff), and claim returns it there
+SELECT idemjob.set_route('ex.charge', '{primary,fallback}');
+SELECT idemjob.set_retry_policy('ex.charge', retry_backoff => '0', fence_unknown_after => '1s');
