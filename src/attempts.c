@@ -2,12 +2,21 @@
  *
  * attempts.c
  *	  The attempt state machine: start_attempt(), fail_attempt(),
- *	  mark_unknown(), cancel_attempt() and expire_attempts().
+ *	  mark_unknown(), cancel_attempt(), expire_attempts(), and since 1.2
+ *	  begin_attempt(), abandon_attempts() and set_retry_policy().
  *
  * Attempts: started -> unknown; started/unknown -> succeeded, superseded,
  * failed, cancelled; cancelled -> succeeded, superseded, failed.  Anything
  * else is IJ005.  A call repeated on the state it produced answers with the
  * row as stored (I7).
+ *
+ * The two-phase claim (1.2): an attempt of claim(lease => true) is started
+ * with lease_until set, not yet sent.  begin_attempt(), or any result or
+ * heartbeat, confirms it while the lease lasts (lease_until NULL; the
+ * deadline moves on by the time it waited); past its lease every call is
+ * IJ008 and writes nothing, and expire_attempts() (the sweeper) makes it
+ * released: final, never sent, its job pending at once, nothing counted.
+ * Both take the attempt's row lock, so exactly one of them happens.
  *
  * Locking: a function that changes an attempt locks the attempt row first
  * (FOR UPDATE) and its job second, by an UPDATE whose WHERE clause says
