@@ -47,6 +47,14 @@ SELECT o || '_uj', (idemjob.submit(o, 'ob-u', 'ob')).job_id FROM unnest('{ob_ali
 INSERT INTO fx
 SELECT o || '_u', (idemjob.mark_unknown((idemjob.start_attempt(f.id, NULL, '1h', 'w')).id)).id
 FROM unnest('{ob_alice,ob_bob}'::text[]) o JOIN fx f ON f.name = o || '_uj';
+-- 1.2: an attempt claimed with a lease (l), by worker wl_<owner>
+SET idemjob.claim_lease = '1h';
+INSERT INTO fx
+SELECT o || '_lj', (idemjob.submit(o, 'ob-l', 'obl_' || o)).job_id FROM unnest('{ob_alice,ob_bob}'::text[]) o;
+INSERT INTO fx
+SELECT o || '_l', c.attempt_id
+FROM unnest('{ob_alice,ob_bob}'::text[]) o,
+	LATERAL idemjob.claim('wl_' || o, ARRAY['obl_' || o], lease => true) c;
 
 -- every call that names a job or an attempt, for owner o's fixtures
 CREATE TEMP TABLE calls (ord int, fn text, sql text);
@@ -63,7 +71,10 @@ INSERT INTO calls VALUES
 	(9, 'complete_attempt', $$SELECT idemjob.complete_attempt(fx('%1$s_s'), '{}')$$),
 	(10, 'fail_attempt', $$SELECT idemjob.fail_attempt(fx('%1$s_s'))$$),
 	(11, 'mark_unknown', $$SELECT idemjob.mark_unknown(fx('%1$s_s'))$$),
-	(12, 'complete_attempt (in doubt)', $$SELECT idemjob.complete_attempt(fx('%1$s_u'), '{}')$$);
+	(12, 'complete_attempt (in doubt)', $$SELECT idemjob.complete_attempt(fx('%1$s_u'), '{}')$$),
+	(13, 'begin_attempt', $$SELECT idemjob.begin_attempt(fx('%1$s_l'))$$),
+	-- 22012 (a division by zero): nothing to abandon, as for another owner
+	(14, 'abandon_attempts', $$SELECT 1 / idemjob.abandon_attempts('wl_%1$s')$$);
 CREATE FUNCTION pg_temp.fx(n text) RETURNS uuid LANGUAGE sql STABLE
 	AS $$ SELECT id FROM fx WHERE name = n $$;
 

@@ -805,6 +805,25 @@ static IjPlan over_policy = {
 	1, {TEXTOID}, NULL, 0
 };
 
+/*
+ * begin_attempt's common path, one statement: a leased attempt inside its
+ * lease, of a job not final, confirmed (the deadline moved on by the time
+ * it waited).  No row: the full path decides (I7, IJ003, IJ005, IJ008).
+ */
+static IjPlan begin_fast = {
+	"UPDATE idemjob.attempts a SET lease_until = NULL,"
+	" deadline = a.deadline OPERATOR(pg_catalog.+)"
+	" GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) a.started_at, '0'::pg_catalog.interval)"
+	" FROM idemjob.jobs j"
+	" WHERE a.id OPERATOR(pg_catalog.=) $1"
+	" AND a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
+	" AND a.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp()"
+	" AND j.id OPERATOR(pg_catalog.=) a.job_id"
+	" AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running,in_doubt}'::idemjob.job_state[])"
+	" RETURNING a.*",
+	1, {UUIDOID}, NULL, 0
+};
+
 static IjPlan job_state = {
 	"SELECT state::pg_catalog.text FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
 	1, {UUIDOID}, NULL, 0
@@ -948,12 +967,23 @@ Datum
 idemjob_begin_attempt(PG_FUNCTION_ARGS)
 {
 	IjAttempt	a;
+	Datum		id;
 	Datum		result;
 
 	ij_require(fcinfo, 0, "attempt_id");
 
+	id = PG_GETARG_DATUM(0);
 	ij_connect();
-	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
+	if (ij_exec(&begin_fast, &id, NULL) == 1)
+	{
+		/* another owner's attempt: the error undoes the statement */
+		if (!ij_owner_visible(ij_col_nn(0, 3)))
+			ij_attempt_not_found(id);
+		result = ij_row_datum(0, fcinfo);
+		ij_finish();
+		PG_RETURN_DATUM(result);
+	}
+	ij_lock_attempt(id, &a);
 	/* a job that ended meanwhile (cancel_job): nothing to send */
 	if (a.leased && ij_exec(&job_state, &a.job_id, NULL) == 1)
 	{

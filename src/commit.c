@@ -74,7 +74,9 @@ static IjPlan cas = {
  * The common path as one statement, attempt first: the attempt's update to
  * succeeded (which locks it) joined to its job as of the statement's
  * snapshot, then the compare-and-swap on that job.  A leased attempt not
- * yet confirmed takes the full path, which confirms it or refuses it.
+ * yet confirmed, inside its lease, is confirmed by the same update (the
+ * result is its confirmation); past its lease it takes the full path,
+ * which refuses it (IJ008).
  * The attempt moves only if it may still win (started, unknown,
  * cancelled) and its job, as read, would take the result: its version is
  * the attempt's read version, no result is in, and its intent has no
@@ -95,11 +97,12 @@ static IjPlan cas = {
 static IjPlan complete_fast = {
 	"WITH a AS ("
 	"  UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
-	"  finished_at = pg_catalog.now()"
+	"  finished_at = pg_catalog.now(), lease_until = NULL"
 	"  FROM idemjob.jobs j"
 	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1"
 	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
-	"  AND attempts.lease_until IS NULL"
+	"  AND (attempts.lease_until IS NULL"
+	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp())"
 	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id"
 	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
 	"  AND j.completed_by IS NULL"
