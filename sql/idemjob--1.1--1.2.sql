@@ -166,16 +166,10 @@ REVOKE ALL ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4
 ALTER TYPE idemjob.attempt_state ADD VALUE 'released';
 ALTER TABLE idemjob.attempts ADD COLUMN lease_until pg_catalog.timestamptz;
 
--- the sweeper's release: leased attempts still unconfirmed, by lease end
-CREATE INDEX attempts_leased
-	ON idemjob.attempts (lease_until)
-	WHERE state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state
-		AND lease_until IS NOT NULL;
--- abandon_attempts(): a worker's attempts still in flight or in doubt
-CREATE INDEX attempts_in_flight_worker
-	ON idemjob.attempts (worker)
-	WHERE state OPERATOR(pg_catalog.=) ANY
-		('{started,unknown}'::idemjob.attempt_state[]);
+-- No index on lease_until: the confirmation changes it alone, so it is a
+-- HOT update on the common path; the sweeper's release and
+-- abandon_attempts() look only at attempts in flight, which the partial
+-- index attempts_one_in_doubt holds.
 
 DROP FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4,
 	pg_catalog.interval, pg_catalog.interval);

@@ -34,9 +34,10 @@ SELECT outcome FROM idemjob.complete_attempt(:'p1', '{"ok": 1}');
 
 -- leased, confirmed, completed: the common path
 SELECT job_id AS c FROM idemjob.submit('o', 'ls-confirm', 'ls') \gset
-SELECT attempt_id AS c1 FROM idemjob.claim('w', '{ls}', lease => true) \gset
+SELECT attempt_id AS c1, deadline AS c1_deadline FROM idemjob.claim('w', '{ls}', lease => true) \gset
 SELECT pg_temp.att(:'c1');
-SELECT state, lease_until IS NULL AS confirmed FROM idemjob.begin_attempt(:'c1');
+SELECT state, lease_until IS NULL AS confirmed, deadline = :'c1_deadline' AS deadline_kept
+FROM idemjob.begin_attempt(:'c1');
 -- again: the same row (I7)
 SELECT state, lease_until IS NULL AS confirmed FROM idemjob.begin_attempt(:'c1');
 SELECT outcome FROM idemjob.complete_attempt(:'c1', '{"ok": 2}');
@@ -98,8 +99,9 @@ SELECT attempt_id AS k1 FROM idemjob.claim('w', '{ls}', lease => true) \gset
 SELECT state FROM idemjob.cancel_job(:'k', 'test');
 SELECT * FROM idemjob.begin_attempt(:'k1');
 
--- a leased attempt's deadline is kept from its confirmation: a leased
--- attempt past its deadline is not expired to unknown (never sent)
+-- a leased attempt past its deadline is not expired to unknown (never
+-- sent); a deadline that passed while it waited starts again when it is
+-- confirmed
 SELECT job_id AS d FROM idemjob.submit('o', 'ls-deadline', 'ls') \gset
 SELECT attempt_id AS d1 FROM idemjob.claim('w', '{ls}', timeout => '1ms', lease => true) \gset
 SELECT pg_temp.lapse();

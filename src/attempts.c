@@ -13,7 +13,7 @@
  * The two-phase claim (1.2): an attempt of claim(lease => true) is started
  * with lease_until set, not yet sent.  begin_attempt(), or any result or
  * heartbeat, confirms it while the lease lasts (lease_until NULL; the
- * deadline moves on by the time it waited); past its lease every call is
+ * deadline kept, unless it passed meanwhile); past its lease every call is
  * IJ008 and writes nothing, and expire_attempts() (the sweeper) makes it
  * released: final, never sent, its job pending at once, nothing counted.
  * Both take the attempt's row lock, so exactly one of them happens.
@@ -746,11 +746,21 @@ idemjob_expire_attempts(PG_FUNCTION_ARGS)
  * one of them happens: a released attempt was never confirmed, hence never
  * sent, and is refused any later confirmation or result (IJ008).
  */
+/*
+ * The deadline on confirmation: as the claim set it, unless it passed while
+ * the attempt waited to be sent (a timeout shorter than the wait); then the
+ * whole timeout again from now.  Unchanged, lease_until is the only column
+ * the confirmation changes, and no index has it: a HOT update.
+ */
+#define BEGIN_DEADLINE(a) \
+	"CASE WHEN " a "deadline OPERATOR(pg_catalog.<) pg_catalog.now()" \
+	" THEN pg_catalog.now() OPERATOR(pg_catalog.+)" \
+	" (" a "deadline OPERATOR(pg_catalog.-) " a "started_at)" \
+	" ELSE " a "deadline END"
+
 static IjPlan confirm_lease = {
 	"UPDATE idemjob.attempts SET lease_until = NULL,"
-	" deadline = CASE WHEN $2 THEN deadline OPERATOR(pg_catalog.+)"
-	" GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) started_at, '0'::pg_catalog.interval)"
-	" ELSE deadline END"
+	" deadline = CASE WHEN $2 THEN " BEGIN_DEADLINE("") " ELSE deadline END"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
 	2, {UUIDOID, BOOLOID}, NULL, 0
 };
@@ -807,13 +817,11 @@ static IjPlan over_policy = {
 
 /*
  * begin_attempt's common path, one statement: a leased attempt inside its
- * lease, of a job not final, confirmed (the deadline moved on by the time
- * it waited).  No row: the full path decides (I7, IJ003, IJ005, IJ008).
+ * lease, of a job not final, confirmed (BEGIN_DEADLINE).  No row: the full path decides (I7, IJ003, IJ005, IJ008).
  */
 static IjPlan begin_fast = {
 	"UPDATE idemjob.attempts a SET lease_until = NULL,"
-	" deadline = a.deadline OPERATOR(pg_catalog.+)"
-	" GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) a.started_at, '0'::pg_catalog.interval)"
+	" deadline = " BEGIN_DEADLINE("a.")
 	" FROM idemjob.jobs j"
 	" WHERE a.id OPERATOR(pg_catalog.=) $1"
 	" AND a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
@@ -856,8 +864,8 @@ ij_lease_expired(IjAttempt *a)
 
 /*
  * A call on a leased attempt: the confirmation, if the lease has not ended
- * (shift_deadline: begin_attempt() moves the deadline by the time the
- * attempt waited to be sent); IJ008 if it has, or if the attempt was
+ * (shift_deadline: begin_attempt() renews a deadline that passed while
+ * the attempt waited, BEGIN_DEADLINE); IJ008 if it has, or if the attempt was
  * released.  Nothing on an attempt without a lease.
  */
 void
