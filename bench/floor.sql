@@ -72,6 +72,7 @@ CREATE TABLE floor.attempts (
 	result_sha256	bytea,
 	unknown_at		timestamptz,
 	dropped_result	jsonb,
+	lease_until		timestamptz,
 	CONSTRAINT attempts_pkey PRIMARY KEY (id),
 	CONSTRAINT attempts_job_attempt_no_key UNIQUE (job_id, attempt_no),
 	CONSTRAINT attempts_job_id_fkey FOREIGN KEY (job_id)

@@ -16,11 +16,19 @@
 #   idemjob      workloads/idemjob/claim_one.sql: claim('w', NULL, 1), then
 #                complete_attempt
 #   idemjob/nn   the same with ALTER DATABASE ... SET idemjob.notify = off
+#   floor_lease  workloads/floor/claim_lease.sql: the floor's claim with a
+#                lease, the confirmation (one UPDATE), then the CAS complete
+#   lease        workloads/idemjob/claim_lease.sql: claim(..., lease => true),
+#                begin_attempt, complete_attempt (the two-phase claim, 1.2)
+#   lease_rides  workloads/idemjob/claim_lease_rides.sql: claim with a lease,
+#                then complete_attempt, which confirms it
 #   batch/1rt    workloads/idemjob/claim_batch.sql: claim 100 and complete
 #                each in ONE statement (one round trip, one transaction)
 #   batch/tx     workloads/idemjob/claim_batch_tx.sql: claim 100 (one
 #                transaction), then 100 complete_attempt calls pipelined in
 #                one transaction
+#   batch_tx_lease  workloads/idemjob/claim_batch_tx_lease.sql: batch/tx with
+#                a lease, every attempt confirmed in one statement first
 #   batch/101rt  workloads/idemjob/claim_batch_rt.sql: claim 100, then 100
 #                complete_attempt calls, each its own round trip/transaction
 #   graphile     Graphile Worker's own get_job then complete_job SQL, and
@@ -46,7 +54,7 @@ PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
 PORT=${BENCH_W7_PORT:-5768}
 WORK=${BENCH_W7_WORK:-/tmp/idemjob-w7-$PORT}
 CLIENTS=${BENCH_W7_CLIENTS:-1 4 8}
-WORKLOADS=${BENCH_W7_WORKLOADS:-floor idemjob batch_101rt graphile batch_tx batch_1rt pgboss}
+WORKLOADS=${BENCH_W7_WORKLOADS:-floor idemjob floor_lease lease lease_rides batch_101rt graphile batch_tx batch_tx_lease batch_1rt pgboss}
 NPM_DIR=${BENCH_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idemjob-bench/npm}
 # pgbench protocol for the peers: the one their node driver uses (Graphile
 # Worker: named prepared statements; pg-boss: unnamed statements, parsed on
@@ -195,7 +203,11 @@ measure() {	# $1 workload, $2 clients, $3 run
 	local -a vars=()
 	case $w in
 		floor) impl=floor; script=floor/claim_one.sql ;;
+		floor_lease) impl=floor; script=floor/claim_lease.sql ;;
 		idemjob|idemjob_nonotify) script=idemjob/claim_one.sql ;;
+		lease) script=idemjob/claim_lease.sql ;;
+		lease_rides) script=idemjob/claim_lease_rides.sql ;;
+		batch_tx_lease) script=idemjob/claim_batch_tx_lease.sql ;;
 		batch_1rt) script=idemjob/claim_batch.sql ;;
 		batch_101rt) script=idemjob/claim_batch_rt.sql ;;
 		batch_tx) script=idemjob/claim_batch_tx.sql ;;
@@ -331,14 +343,21 @@ for w, c in order:
         m(5), m(6), max(int(r[7]) for r in mine), max(int(r[8]) for r in mine)))
 PY
 	echo
+	echo "floor_lease = bench/workloads/floor/claim_lease.sql (the floor's claim with a lease, the confirmation"
+	echo "as one UPDATE in its own transaction, then the CAS: 3 round trips, as lease)."
 	echo "Workloads: floor = bench/workloads/floor/claim_one.sql; idemjob = idemjob/claim_one.sql"
 	echo "(claim('w', NULL, 1), complete_attempt: 2 round trips per job); idemjob_nonotify = the same with"
-	echo "idemjob.notify = off for the database. Batches of claim(max_jobs => 100), every job with its"
+	echo "idemjob.notify = off for the database. lease = idemjob/claim_lease.sql (the two-phase claim:"
+	echo "claim(..., lease => true), begin_attempt, complete_attempt: 3 round trips per job); lease_rides ="
+	echo "idemjob/claim_lease_rides.sql (claim with a lease, then complete_attempt, which confirms it: 2)."
+	echo "Batches of claim(max_jobs => 100), every job with its"
 	echo "own attempt and its own complete_attempt (its own compare-and-swap):"
 	echo "batch_101rt = idemjob/claim_batch_rt.sql (then 100 complete_attempt calls, each its own round"
 	echo "trip and transaction: a worker that reports each result as it comes);"
 	echo "batch_tx = idemjob/claim_batch_tx.sql (then the 100 complete_attempt calls pipelined in one"
 	echo "transaction: a worker that reports the batch's results together, as from a provider's batch API);"
+	echo "batch_tx_lease = idemjob/claim_batch_tx_lease.sql (batch_tx with a lease: the 100 attempts confirmed"
+	echo "by one statement of begin_attempt calls before the completes: 3 transactions per 100 jobs);"
 	echo "batch_1rt = idemjob/claim_batch.sql (claim and the 100 complete_attempt calls in ONE statement,"
 	echo "one round trip and one transaction per 100 jobs: the ceiling, no provider call in between)."
 	if has_w graphile || has_w pgboss; then
