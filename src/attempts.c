@@ -847,6 +847,19 @@ static IjPlan worker_attempts = {
 	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
+/* IJ005 for a call that needs a started attempt: "attempt X cannot <verb>" */
+void
+ij_not_started(IjAttempt *a, const char *verb, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_IJ_INVALID_TRANSITION),
+			 errmsg("attempt %s cannot %s", ij_uuid_str(a->id), verb),
+			 errdetail("The attempt is %s.", a->state),
+			 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
+											   ij_uuid_str(a->id), ij_uuid_str(a->job_id), a->state)),
+			 errhint("%s", hint)));
+}
+
 void
 ij_lease_expired(IjAttempt *a)
 {
@@ -1007,13 +1020,8 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 	}
 	ij_confirm_lease(&a, true);
 	if (strcmp(a.state, "started") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_IJ_INVALID_TRANSITION),
-				 errmsg("attempt %s cannot begin", ij_uuid_str(a.id)),
-				 errdetail("The attempt is %s.", a.state),
-				 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
-												   ij_uuid_str(a.id), ij_uuid_str(a.job_id), a.state)),
-				 errhint("Only a started attempt is sent; this one has already ended or is in doubt.")));
+		ij_not_started(&a, "begin",
+					   "Only a started attempt is sent; this one has already ended or is in doubt.");
 	ij_exec(&attempt_row, &a.id, NULL);
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();

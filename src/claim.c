@@ -401,13 +401,7 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 	/* a heartbeat is a confirmation too (two-phase claim) */
 	ij_confirm_lease(&a, false);
 	if (strcmp(a.state, "started") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_IJ_INVALID_TRANSITION),
-				 errmsg("attempt %s cannot be extended", ij_uuid_str(a.id)),
-				 errdetail("The attempt is %s.", a.state),
-				 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=%s",
-												   ij_uuid_str(a.id), ij_uuid_str(a.job_id), a.state)),
-				 errhint("Only a started attempt has a deadline to extend.")));
+		ij_not_started(&a, "be extended", "Only a started attempt has a deadline to extend.");
 	ij_exec(&heartbeat, args, nulls);
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();

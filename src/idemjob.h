@@ -174,7 +174,8 @@ extern void ij_job_in_doubt(Datum job_id);
 extern bool ij_in_doubt(const char *attempt_state);
 extern bool ij_job_final(const char *job_state);
 extern void ij_confirm_lease(IjAttempt *a, bool shift_deadline);
-extern void ij_lease_expired(IjAttempt *a);
+IJ_NORETURN extern void ij_lease_expired(IjAttempt *a);
+IJ_NORETURN extern void ij_not_started(IjAttempt *a, const char *verb, const char *hint);
 
 /* routes.c: failover routed by the server */
 extern void ij_route_advance(Datum job_id, Datum failed_provider);
