@@ -34,6 +34,7 @@ export GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=${GOCACHE:-/tmp/idemjob-
 # ---- what the examples need
 need=()
 /usr/bin/python3 -c 'import psycopg' 2>/dev/null || need+=(python3-psycopg)
+/usr/bin/python3 -c 'import psycopg_pool, setuptools, ensurepip' 2>/dev/null || need+=(python3-psycopg-pool python3-setuptools python3-venv)
 command -v go >/dev/null || need+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/jackc/pgx/v4 ] || need+=(golang-github-jackc-pgx-v4-dev)
 command -v jq >/dev/null || need+=(jq)
@@ -90,6 +91,14 @@ else
 fi
 for _ in $(seq 1 50); do [ -S "$work/.s.PGSQL.$bport" ] && break; sleep 0.1; done
 [ -S "$work/.s.PGSQL.$bport" ] || { echo "examples: pgbouncer did not start" >&2; exit 1; }
+
+# the python example runs on the idemjob package (clients/python), installed
+# from the checkout into a venv over Debian's packages, as a user would
+if [[ " $examples " == *" python "* ]]; then
+	/usr/bin/python3 -m venv --system-site-packages "$work/venv" &&
+		"$work/venv/bin/pip" install -q --no-build-isolation --no-index "$root/clients/python" >"$work/pip.log" 2>&1 ||
+		{ cat "$work/pip.log" >&2; echo "examples: clients/python does not install" >&2; exit 1; }
+fi
 
 # four server connections in each pool (database, role) the run will use:
 # with server_round_robin, consecutive transactions of one client then go
@@ -206,7 +215,7 @@ check_run() {
 
 for ex in $examples; do
 	case $ex in
-	python) cmd=(/usr/bin/python3 "$root/examples/python/scenario.py") ;;
+	python) cmd=("$work/venv/bin/python" "$root/examples/python/scenario.py") ;;
 	node) cmd=(node "$root/examples/node/scenario.js") ;;
 	go) cmd=(go run "$root/examples/go/app.go" "$root/examples/go/scenario.go") ;;
 	*) echo "examples: unknown example $ex" >&2; exit 2 ;;
