@@ -1,322 +1,182 @@
-// idemjob from Go (pgx v4): an HTTP-style handler and a worker.
-// Pooler-safe: the simple protocol and no statement cache (or
-// statement_cache_mode=describe), so it works through pgbouncer in
-// transaction pooling. Types: bigint -> int64, uuid -> string, jsonb ->
-// map via encoding/json (sent as JSON text), timestamptz -> time.Time,
-// interval -> pgtype.Interval.
+// idemjob from Go, on the client package idemjob.dev/idemjob (clients/go,
+// pgx v4): an HTTP-style handler and a worker, with no SQL of their own,
+// and a batch step (two statements of its own). The package's pool is
+// pooler-safe (statement_cache_mode=describe: unnamed statements only), so
+// all of it works through pgbouncer in transaction pooling; every error is
+// an *idemjob.Error that knows its HTTP status; calls whose answer was lost
+// are sent again by the package when that is safe.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgtype"
-	"github.com/jackc/pgx/v4"
+	"idemjob.dev/idemjob"
 )
 
 type M = map[string]any
-type H = map[string]string
 
 var ctx = context.Background()
 
-func js(v any) string { b, _ := json.Marshal(v); return string(b) } // jsonb arguments go as JSON text
+// ---- the handler
 
-func Connect(dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	cfg.PreferSimpleProtocol, cfg.BuildStatementCache = true, nil
-	return pgx.ConnectConfig(ctx, cfg)
-}
-
-// ---- errors: SQLSTATE -> HTTP; ids from the error fields, never from DETAIL
-var httpOf = map[string]struct {
-	status int
-	name   string
-}{"IJ001": {409, "idempotency_conflict"}, "IJ002": {409, "attempt_in_doubt"},
-	"IJ003": {409, "job_finished"}, "IJ004": {422, "provider_not_certified"},
-	"IJ005": {409, "invalid_transition"}, "IJ006": {404, "not_found"}, "IJ007": {410, "key_expired"},
-	"IJ008": {409, "lease_expired"},
-	"22004": {400, "null_value_not_allowed"}, "22023": {400, "invalid_parameter_value"},
-	"22P02": {400, "invalid_text_representation"}, "42501": {403, "insufficient_privilege"},
-	"57014": {503, "query_canceled"}, "0A000": {500, "feature_not_supported"}}
-
-func HTTPError(e *pgconn.PgError) (int, H, M) {
-	h, ok := httpOf[e.Code]
-	if !ok {
-		h.status, h.name = 500, "internal_error"
-	}
-	body, headers := M{"error": h.name, "sqlstate": e.Code, "message": e.Message}, H{}
-	for _, p := range strings.Fields(e.ConstraintName) { // idemjob's key=value list
-		if k, v, ok := strings.Cut(p, "="); ok && e.SchemaName == "idemjob" && k == "retry_after" {
-			headers["Retry-After"] = v
-		} else if ok && e.SchemaName == "idemjob" {
-			body[k] = v
-		}
-	}
-	return h.status, headers, body
-}
-
-// Handle serves POST /jobs (Idempotency-Key: key) and GET /jobs/<id>.
-func Handle(db *pgx.Conn, method, path, owner, key string, req M, wait string) (int, H, M) {
-	var jobID, state string
-	var version int64
-	var result M
+// Handle serves POST /jobs (Idempotency-Key: key, body req: intent,
+// params) and GET /jobs/<id>: 200 with the job when final, 202 while it
+// runs; an error with its status, headers (Retry-After for IJ002) and a
+// body whose ids come from the error fields.
+func Handle(c *idemjob.Client, method, path, owner, key string, req M, wait time.Duration) (int, http.Header, M) {
+	jobID := path[strings.LastIndex(path, "/")+1:] // GET /jobs/<id>: a malformed id is 22P02 -> 400
+	var s idemjob.Submitted
 	var err error
-	if method == "POST" {
-		err = db.QueryRow(ctx, "SELECT job_id FROM idemjob.submit($1, $2, $3, $4)",
-			owner, key, req["intent"], js(req["params"])).Scan(&jobID)
-	} else {
-		jobID = path[strings.LastIndex(path, "/")+1:] // a malformed id is 22P02 -> 400
+	if method == "POST" { // the same key again: the same job (a double click), or 409 with its id
+		intent, _ := req["intent"].(string)
+		s, err = c.Submit(ctx, owner, key, intent, req["params"], nil)
+		jobID = s.JobID
 	}
-	if err == nil {
-		err = db.QueryRow(ctx, "SELECT id, state, version, result FROM idemjob.await_job($1, $2)",
-			jobID, wait).Scan(&jobID, &state, &version, &result)
+	var job idemjob.Job
+	if err == nil { // waits inside the server for the outcome (no LISTEN)
+		job, err = c.AwaitJob(ctx, jobID, wait)
 	}
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
-		return HTTPError(pe)
-	} else if err != nil { // connection lost: in doubt, retry the same call
-		return 503, H{}, M{"error": "in_doubt", "message": err.Error()}
+	if e := (*idemjob.Error)(nil); errors.As(err, &e) { // every error of a call is one
+		return e.HTTPStatus(), e.Headers(), e.Body()
 	}
-	status := 202
-	if state == "succeeded" || state == "failed" || state == "cancelled" {
-		status = 200
-	}
-	return status, H{}, M{"job_id": jobID, "state": state, "version": version, "result": result}
+	status := map[bool]int{false: 202, true: 200}[job.State.Final()]
+	return status, http.Header{}, M{"job_id": job.ID, "state": job.State, "version": job.Version, "result": job.Result}
 }
 
-// ---- worker: claim with a lease, begin right before calling the provider the
-// claim row names, heartbeats, report. Failover is the server's: after a failure
-// or a fenced doubt, claim returns the job on the next provider of its route.
-type Provider func(params M) (M, error)
-type answer struct {
-	result M
-	err    error
-}
-type job struct { // a claimed job, or a late answer still to report
-	attemptID, jobID, provider string
-	params                     M
-	ch                         chan answer
-}
-type Worker struct {
-	DB           *pgx.Conn
-	Name         string
-	Providers    map[string]Provider
-	GiveUp, Beat time.Duration
-	Emit         func(M)
-	late         []job // answers that came after mark_unknown
-}
+// ---- the worker
 
-func (w *Worker) exec(sql string, args ...any) error {
-	_, err := w.DB.Exec(ctx, sql, args...)
-	return err
-}
+// Provider calls one provider; an error is its definite answer "no".
+type Provider func(ctx context.Context, params M) (M, error)
 
-// Start runs once, at start: it gives up what an earlier run of this worker left behind.
-func (w *Worker) Start() (n int32, err error) {
-	err = w.DB.QueryRow(ctx, "SELECT idemjob.abandon_attempts($1)", w.Name).Scan(&n)
-	return
-}
-
-// begin confirms the attempt immediately before the provider is called; false: do not call it
-func (w *Worker) begin(attemptID string) (bool, error) {
-	err := w.exec("SELECT idemjob.begin_attempt($1)", attemptID)
-	var pe *pgconn.PgError // job ended, attempt ended, lease over: not sent
-	if errors.As(err, &pe) && (pe.Code == "IJ003" || pe.Code == "IJ005" || pe.Code == "IJ008") {
-		w.Emit(M{"event": "not_sent", "attempt_id": attemptID, "sqlstate": pe.Code})
-		return false, nil
-	}
-	return err == nil, err
-}
-
-func (w *Worker) complete(attemptID string, result M) (outcome string, err error) {
-	err = w.DB.QueryRow(ctx, "SELECT outcome FROM idemjob.complete_attempt($1, $2)", attemptID, js(result)).Scan(&outcome)
-	return
-}
-
-// a definite provider error: the attempt failed; the server retries the job
-// on the next provider of its route
-func (w *Worker) fail(attemptID string, cause error) error {
-	return w.exec("SELECT idemjob.fail_attempt($1, $2, true)", attemptID,
-		js(M{"code": "provider_error", "message": cause.Error()}))
-}
-
-func (w *Worker) run(j job) error {
-	j.ch = make(chan answer, 1)
-	go func() { r, err := w.Providers[j.provider](j.params); j.ch <- answer{r, err} }()
-	giveUp := time.After(w.GiveUp)
-	var a answer
-	for wait := true; wait; {
-		select {
-		case a = <-j.ch:
-			wait = false
-		case <-giveUp: // no answer: unknown, never failed
-			w.late = append(w.late, j)
-			w.Emit(M{"event": "unknown", "attempt_id": j.attemptID})
-			return w.exec("SELECT idemjob.mark_unknown($1)", j.attemptID)
-		case <-time.After(w.Beat):
-			if err := w.exec("SELECT idemjob.heartbeat($1, '1s')", j.attemptID); err != nil {
-				return err
-			}
+// NewWorker runs ex.charge jobs (Run, Stop): at start it gives up what an
+// earlier run of the same name left (abandon_attempts); it claims with a
+// lease, begins each attempt right before the provider the claim names
+// (failover is the server's: after a failure or a fenced doubt the job
+// comes back on the next provider of its route), heartbeats (the attempt's
+// deadline in the server kept three heartbeats ahead), and reports:
+// complete_attempt, fail_attempt, or past Timeout mark_unknown, and the
+// late answer still (the server decides whether it wins).
+func NewWorker(c *idemjob.Client, name string, providers map[string]Provider, onEvent func(string, map[string]any)) *idemjob.Worker {
+	charge := func(ctx context.Context, job idemjob.Claimed) (any, error) {
+		var params M
+		if err := json.Unmarshal(job.Params, &params); err != nil {
+			return nil, &idemjob.Failure{Err: err} // not retryable: the same params fail again
 		}
-	}
-	if a.err != nil { // a definite failure
-		return w.fail(j.attemptID, a.err)
-	}
-	outcome, err := w.complete(j.attemptID, a.result)
-	w.Emit(M{"event": "completed", "attempt_id": j.attemptID, "job_id": j.jobID, "provider": j.provider, "outcome": outcome})
-	return err
-}
-
-func (w *Worker) Step(wait string) error {
-	late := w.late
-	w.late = nil
-	for _, l := range late {
-		select {
-		case a := <-l.ch: // report an answer: the database decides
-			if a.err == nil {
-				outcome, err := w.complete(l.attemptID, a.result)
-				if err != nil {
-					return err
-				}
-				w.Emit(M{"event": "late_result", "attempt_id": l.attemptID, "outcome": outcome})
-			}
-		default:
-			w.late = append(w.late, l)
+		result, err := providers[job.Provider](ctx, params)
+		if err != nil { // retried by the server, on the next provider of the route
+			return nil, &idemjob.Failure{Err: err, Retryable: true}
 		}
+		return result, nil
 	}
-	claimed, err := w.claim("SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, wait => $2,"+
-		" timeout => '1s', lease => true)", w.Name, wait)
-	for i := 0; err == nil && i < len(claimed); i++ {
-		var send bool
-		if send, err = w.begin(claimed[i].attemptID); send {
-			err = w.run(claimed[i])
-		}
-	}
-	return err
+	return idemjob.NewWorker(c, name, map[string]idemjob.Handler{"ex.charge": charge}, idemjob.WorkerOptions{
+		Concurrency: 4, Timeout: 1500 * time.Millisecond, Heartbeat: time.Second / 3, Wait: time.Second, OnEvent: onEvent})
 }
 
-// textArray: the simple protocol sends a text[] as an array literal (Set cannot fail for a []string)
-func textArray(ss []string) *pgtype.TextArray {
-	var a pgtype.TextArray
-	_ = a.Set(ss)
-	return &a
-}
-
-// claim scans the claimed rows: attempt_id, job_id, provider, params
-func (w *Worker) claim(sql string, args ...any) (claimed []job, err error) {
-	rows, err := w.DB.Query(ctx, sql, args...)
-	for err == nil && rows.Next() {
-		var j job
-		err = rows.Scan(&j.attemptID, &j.jobID, &j.provider, &j.params)
-		claimed = append(claimed, j)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
-	rows.Close()
-	return claimed, err
-}
+// ---- the batch step
 
 // BatchStep claims up to maxJobs jobs, confirms them in one statement, runs
 // them side by side, and reports the results in one statement: one
 // complete_attempt per job (its own compare-and-swap and answer), one
 // transaction. If a call of either statement errors, nothing of it is
 // written and the calls go one by one (the begins then skip what must not
-// be sent); if the connection drops, resend the same statement.
-// beforeBegin / beforeReport (attempt ids): the scenario's hooks.
-func (w *Worker) BatchStep(maxJobs int, wait string, beforeBegin, beforeReport func([]string) error) (int, error) {
-	claimed, err := w.claim("SELECT attempt_id, job_id, provider, params FROM idemjob.claim($1, max_jobs => $2,"+
-		" wait => $3, timeout => '30s', lease => true)", w.Name, maxJobs, wait)
-	if err != nil {
-		return 0, err
-	}
-	all := make([]string, len(claimed))
-	for i, j := range claimed {
-		all[i] = j.attemptID
+// be sent). beforeBegin / beforeReport: the scenario's hooks.
+func BatchStep(c *idemjob.Client, name string, providers map[string]Provider, maxJobs int,
+	beforeBegin, beforeReport func([]idemjob.Claimed) error) (claimed, sent int, outcomes []string, err error) {
+	jobs, err := c.Claim(ctx, name, &idemjob.ClaimOptions{MaxJobs: maxJobs, Timeout: 30 * time.Second, Lease: true})
+	if err != nil || len(jobs) == 0 {
+		return 0, 0, nil, err
 	}
 	if beforeBegin != nil {
-		if err := beforeBegin(all); err != nil {
-			return 0, err
+		if err := beforeBegin(jobs); err != nil {
+			return 0, 0, nil, err
 		}
 	}
-	sent := claimed
-	if len(all) > 0 {
-		var pgErr *pgconn.PgError
-		err = w.exec("SELECT b.id FROM unnest($1::text[]::uuid[]) a, LATERAL idemjob.begin_attempt(a) b", textArray(all))
-		if errors.As(err, &pgErr) { // one begin refused: nothing was written, one by one
-			sent = nil
-			for _, j := range claimed {
-				if send, err := w.begin(j.attemptID); err != nil {
-					return 0, err
-				} else if send {
-					sent = append(sent, j)
-				}
+	toSend := jobs
+	_, err = c.Pool().Exec(ctx, "SELECT b.id FROM unnest($1::text[]::uuid[]) a, LATERAL idemjob.begin_attempt(a) b",
+		attemptIDs(jobs))
+	var e *idemjob.Error
+	if err != nil { // nothing was written: one by one
+		toSend = nil
+		for _, j := range jobs {
+			if _, err := c.BeginAttempt(ctx, j.AttemptID); err == nil {
+				toSend = append(toSend, j)
+			} else if !errors.Is(err, idemjob.ErrJobFinished) && !errors.Is(err, idemjob.ErrInvalidTransition) &&
+				!errors.Is(err, idemjob.ErrLeaseExpired) {
+				return 0, 0, nil, err
 			}
-		} else if err != nil { // in doubt: resend the same batch
-			return 0, err
 		}
 	}
-	for i := range sent { // side by side
-		j := &sent[i]
-		j.ch = make(chan answer, 1)
-		go func() { r, e := w.Providers[j.provider](j.params); j.ch <- answer{r, e} }()
+	type answer struct {
+		result M
+		err    error
 	}
-	var ids, results []string
-	var values []M
-	for _, j := range sent {
-		if a := <-j.ch; a.err != nil { // a definite failure
-			if err := w.fail(j.attemptID, a.err); err != nil {
-				return 0, err
+	answers := make([]chan answer, len(toSend))
+	for i, j := range toSend { // side by side
+		answers[i] = make(chan answer, 1)
+		go func(j idemjob.Claimed, ch chan answer) {
+			var params M
+			_ = json.Unmarshal(j.Params, &params)
+			r, err := providers[j.Provider](ctx, params)
+			ch <- answer{r, err}
+		}(j, answers[i])
+	}
+	var done []idemjob.Claimed
+	var results []string
+	for i, j := range toSend {
+		if a := <-answers[i]; a.err != nil { // a definite failure
+			if _, err := c.FailAttempt(ctx, j.AttemptID, &idemjob.FailOptions{Error: M{"code": "provider_error",
+				"message": a.err.Error()}}); err != nil {
+				return 0, 0, nil, err
 			}
 		} else {
-			ids, results, values = append(ids, j.attemptID), append(results, js(a.result)), append(values, a.result)
+			b, _ := json.Marshal(a.result)
+			done, results = append(done, j), append(results, string(b))
 		}
 	}
 	if beforeReport != nil {
-		if err := beforeReport(ids); err != nil {
-			return 0, err
+		if err := beforeReport(done); err != nil {
+			return 0, 0, nil, err
 		}
 	}
-	outcomes := map[string]string{}
-	if len(ids) > 0 {
-		rows, err := w.DB.Query(ctx, "SELECT r.attempt_id::text, c.outcome"+
-			" FROM unnest($1::text[]::uuid[], $2::text[]::jsonb[]) AS r(attempt_id, result),"+
-			" LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c", textArray(ids), textArray(results))
-		for err == nil && rows.Next() {
-			var a, o string
-			err = rows.Scan(&a, &o)
-			outcomes[a] = o
-		}
-		if err == nil {
-			err = rows.Err()
+	byID := map[string]string{}
+	rows, err := c.Pool().Query(ctx, "SELECT r.attempt_id::text, c.outcome"+
+		" FROM unnest($1::text[]::uuid[], $2::text[]::jsonb[]) AS r(attempt_id, result),"+
+		" LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c", attemptIDs(done), results)
+	if err == nil {
+		for rows.Next() {
+			var id, outcome string
+			_ = rows.Scan(&id, &outcome)
+			byID[id] = outcome
 		}
 		rows.Close()
-		var pgErr *pgconn.PgError
-		if err != nil && !errors.As(err, &pgErr) { // in doubt: resend the same batch
-			return 0, err
-		}
-		if err != nil { // one call failed: nothing of the batch was written
-			for i, a := range ids {
-				o, e := w.complete(a, values[i])
-				if errors.As(e, &pgErr) {
-					o = pgErr.Code
-				} else if e != nil {
-					return 0, e
-				}
-				outcomes[a] = o
+		err = rows.Err()
+	}
+	if err != nil { // one call failed (or the answer was lost): each again, alone; the first answers stand (I7)
+		for i, j := range done {
+			out, err := c.CompleteAttempt(ctx, j.AttemptID, json.RawMessage(results[i]))
+			byID[j.AttemptID] = string(out.Outcome)
+			if errors.As(err, &e) && e.SQLState != "" {
+				byID[j.AttemptID] = e.SQLState
+			} else if err != nil {
+				return 0, 0, nil, err
 			}
 		}
 	}
-	out := make([]string, len(ids))
-	for i, a := range ids {
-		out[i] = outcomes[a]
+	for _, j := range done {
+		outcomes = append(outcomes, byID[j.AttemptID])
 	}
-	w.Emit(M{"event": "batch", "claimed": len(claimed), "sent": len(sent), "outcomes": out})
-	return len(claimed), nil
+	return len(jobs), len(toSend), outcomes, nil
+}
+
+func attemptIDs(jobs []idemjob.Claimed) []string {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.AttemptID
+	}
+	return ids
 }

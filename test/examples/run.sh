@@ -217,7 +217,10 @@ for ex in $examples; do
 	case $ex in
 	python) cmd=("$work/venv/bin/python" "$root/examples/python/scenario.py") ;;
 	node) cmd=(node "$root/examples/node/scenario.js") ;;
-	go) cmd=(go run "$root/examples/go/app.go" "$root/examples/go/scenario.go") ;;
+	go) # GOPATH mode: the client package (clients/go) at its import path, over Debian's Go sources
+		ip=$(sed -n 's/^module //p' "$root/clients/go/go.mod")
+		mkdir -p "$work/gopath/src/$(dirname "$ip")" && ln -sfn "$root/clients/go" "$work/gopath/src/$ip"
+		cmd=(env GOPATH="$work/gopath:/usr/share/gocode" go run "$root/examples/go/app.go" "$root/examples/go/scenario.go") ;;
 	*) echo "examples: unknown example $ex" >&2; exit 2 ;;
 	esac
 	for via in direct pgbouncer; do
