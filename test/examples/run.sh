@@ -47,8 +47,12 @@ if [ ${#need[@]} -gt 0 ]; then
 		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; } ||
 		{ echo "examples: could not install ${need[*]}" >&2; exit 1; }
 fi
-if [[ " $examples " == *" node "* ]] && [ ! -d "$root/examples/node/node_modules/pg" ]; then
-	(cd "$root/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+# examples/node links the package of the checkout (clients/node), whose own
+# dependencies (pg) are installed in clients/node
+if [[ " $examples " == *" node "* ]] &&
+	{ [ ! -e "$root/examples/node/node_modules/idemjob" ] || [ ! -d "$root/clients/node/node_modules/pg" ]; }; then
+	(cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) &&
+		(cd "$root/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
 		{ echo "examples: npm ci failed" >&2; exit 1; }
 fi
 
