@@ -53,43 +53,13 @@ fi
 
 work=$(mktemp -d /tmp/idemjob-clients.XXXXXX)
 chmod 755 "$work"
-cleanup() {
-	[ -f "$work/pgbouncer.pid" ] && kill "$(cat "$work/pgbouncer.pid")" 2>/dev/null
-	for d in $($PSQL -d postgres -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'idemjob_cl_%'" 2>/dev/null); do
-		$PSQL -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
-	done
-	rm -rf "$work"
-}
+source "$root/test/pooler.sh"
+cleanup() { ij_pooler_cleanup "$work" idemjob_cl_; }
 trap cleanup EXIT
 export PGHOST=$server_host PGPORT=$server_port PGUSER=$user
 
 # ---- pgbouncer, transaction pooling
-cat >"$work/pgbouncer.ini" <<INI
-[databases]
-* = host=$server_host port=$server_port
-[pgbouncer]
-listen_addr =
-listen_port = $bport
-unix_socket_dir = $work
-auth_type = trust
-auth_file = $work/users.txt
-pool_mode = transaction
-default_pool_size = 4
-server_round_robin = 1
-max_client_conn = 200
-ignore_startup_parameters = extra_float_digits
-logfile = $work/pgbouncer.log
-pidfile = $work/pgbouncer.pid
-INI
-for u in "$user" $roles; do echo "\"$u\" \"\""; done >"$work/users.txt"
-if [ "$(id -u)" = 0 ]; then
-	chown -R postgres: "$work"
-	runuser -u postgres -- pgbouncer -d "$work/pgbouncer.ini"
-else
-	pgbouncer -d "$work/pgbouncer.ini"
-fi
-for _ in $(seq 1 50); do [ -S "$work/.s.PGSQL.$bport" ] && break; sleep 0.1; done
-[ -S "$work/.s.PGSQL.$bport" ] || { echo "clients: pgbouncer did not start" >&2; exit 1; }
+ij_pooler_start "$work" "$bport" "$server_host" "$server_port" "$user" $roles || exit 1
 
 # ---- one database per package, with its roles' capabilities
 $PSQL -d postgres <<SQL >/dev/null || { echo "clients: cannot create the roles" >&2; exit 1; }

@@ -58,43 +58,13 @@ fi
 
 work=$(mktemp -d /tmp/idemjob-examples.XXXXXX)
 chmod 755 "$work"
-cleanup() {
-	[ -f "$work/pgbouncer.pid" ] && kill "$(cat "$work/pgbouncer.pid")" 2>/dev/null
-	for d in $($PSQL -d postgres -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'idemjob_ex_%'" 2>/dev/null); do
-		$PSQL -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
-	done
-	rm -rf "$work"
-}
+source "$root/test/pooler.sh"
+cleanup() { ij_pooler_cleanup "$work" idemjob_ex_; }
 trap cleanup EXIT
 export PGHOST=$server_host PGPORT=$server_port PGUSER=$user
 
 # ---- pgbouncer, transaction pooling, consecutive transactions on other backends
-cat >"$work/pgbouncer.ini" <<INI
-[databases]
-* = host=$server_host port=$server_port
-[pgbouncer]
-listen_addr =
-listen_port = $bport
-unix_socket_dir = $work
-auth_type = trust
-auth_file = $work/users.txt
-pool_mode = transaction
-default_pool_size = 4
-server_round_robin = 1
-max_client_conn = 100
-ignore_startup_parameters = extra_float_digits
-logfile = $work/pgbouncer.log
-pidfile = $work/pgbouncer.pid
-INI
-for u in "$user" ij_ex_client ij_ex_worker ij_ex_admin; do echo "\"$u\" \"\""; done >"$work/users.txt"
-if [ "$(id -u)" = 0 ]; then
-	chown -R postgres: "$work"
-	runuser -u postgres -- pgbouncer -d "$work/pgbouncer.ini"
-else
-	pgbouncer -d "$work/pgbouncer.ini"
-fi
-for _ in $(seq 1 50); do [ -S "$work/.s.PGSQL.$bport" ] && break; sleep 0.1; done
-[ -S "$work/.s.PGSQL.$bport" ] || { echo "examples: pgbouncer did not start" >&2; exit 1; }
+ij_pooler_start "$work" "$bport" "$server_host" "$server_port" "$user" ij_ex_client ij_ex_worker ij_ex_admin || exit 1
 
 # the python example runs on the idemjob package (clients/python), installed
 # from the checkout into a venv over Debian's packages, as a user would
