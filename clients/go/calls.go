@@ -3,6 +3,7 @@ package idemjob
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v4"
@@ -435,6 +436,88 @@ func (c *Client) CompleteAttempt(ctx context.Context, attemptID string, result a
 			return rw.scan(rows)
 		})
 	return out, err
+}
+
+// AttemptResult is one attempt's result for CompleteAttempts; Result is
+// marshalled as CompleteAttempt's is.
+type AttemptResult struct {
+	AttemptID string
+	Result    any
+}
+
+// BeginAttempts is BeginAttempt for many attempts in one statement (one
+// transaction): their rows in the order of attemptIDs, or the first call's
+// error and nothing written. Resend-safe as BeginAttempt; none: nil,
+// nothing sent.
+func (c *Client) BeginAttempts(ctx context.Context, attemptIDs []string) ([]Attempt, error) {
+	if len(attemptIDs) == 0 {
+		return nil, nil
+	}
+	var out []Attempt
+	sql := "SELECT " + from("b", attemptCols) + " FROM pg_catalog.unnest($1::pg_catalog.text[]::pg_catalog.uuid[])" +
+		" WITH ORDINALITY AS a(attempt_id, n), LATERAL idemjob.begin_attempt(attempt_id => a.attempt_id) AS b ORDER BY a.n"
+	err := c.run(ctx, "begin_attempts", "begin_attempts", sql, []any{attemptIDs}, func() { out = nil },
+		func(rows pgx.Rows) error {
+			var a Attempt
+			if err := attemptRow(&a).scan(rows); err != nil {
+				return err
+			}
+			out = append(out, a)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CompleteAttempts is CompleteAttempt for many results in one statement
+// (one transaction, one compare-and-swap per attempt): the answers in the
+// order of results, or the first call's error and nothing written.
+// Resend-safe as CompleteAttempt (each call answers as it first did); none:
+// nil, nothing sent.
+func (c *Client) CompleteAttempts(ctx context.Context, results []AttemptResult) ([]Completed, error) {
+	if len(results) == 0 {
+		return nil, nil
+	}
+	ids, values := make([]string, len(results)), make([]string, len(results))
+	for i, r := range results {
+		a, e := js("complete_attempts", "result", r.Result)
+		if e != nil {
+			return nil, e
+		}
+		ids[i], values[i] = r.AttemptID, string(a.value.([]byte))
+	}
+	var out []Completed
+	sql := "SELECT " + from("c", "outcome, job_id, job_version, winner_attempt_id") +
+		" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]::pg_catalog.uuid[])," + // unnest(a, b), qualified
+		" pg_catalog.unnest($2::pg_catalog.text[]::pg_catalog.jsonb[])) WITH ORDINALITY AS r(attempt_id, result, n)," +
+		" LATERAL idemjob.complete_attempt(attempt_id => r.attempt_id, result => r.result) AS c ORDER BY r.n"
+	err := c.run(ctx, "complete_attempts", "complete_attempts", sql, []any{ids, values}, func() { out = nil },
+		func(rows pgx.Rows) error {
+			var d Completed
+			rw := (&row{}).v((*string)(&d.Outcome), &d.JobID, &d.JobVersion)
+			null(rw, &d.WinnerAttemptID)
+			if err := rw.scan(rows); err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// from qualifies cols (as jobCols, attemptCols) with the alias, and their
+// casts with pg_catalog.
+func from(alias, cols string) string {
+	parts := strings.Split(cols, ", ")
+	for i, p := range parts {
+		parts[i] = alias + "." + strings.Replace(p, "::", "::pg_catalog.", 1)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // FailOptions are fail_attempt's optional arguments.

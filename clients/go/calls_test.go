@@ -199,6 +199,134 @@ func TestTypes(t *testing.T) {
 	}
 }
 
+// batch submits n jobs of the intent and claims them with a lease, in
+// the order claim gives them.
+func batch(t *testing.T, c, w *Client, in string, n int) []Claimed {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := c.Submit(bg, "owner-b", uniq("batch"), in, map[string]any{"i": i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := w.Claim(bg, uniq("batch-w"), &ClaimOptions{Intents: []string{in}, MaxJobs: n, Lease: true})
+	if err != nil || len(cl) != n {
+		t.Fatalf("claim: %d of %d, %v", len(cl), n, err)
+	}
+	return cl
+}
+
+// A batch begun in one statement and completed in one: the rows and the
+// answers in the order given; none: nothing sent.
+func TestBatch(t *testing.T) {
+	t.Parallel()
+	c := connect(t, roleClient)
+	w := connect(t, roleWorker)
+	in := intent(t, 0)
+	if b, err := w.BeginAttempts(bg, nil); b != nil || err != nil {
+		t.Fatalf("no ids: %v %v", b, err)
+	}
+	if d, err := w.CompleteAttempts(bg, []AttemptResult{}); d != nil || err != nil {
+		t.Fatalf("no results: %v %v", d, err)
+	}
+	cl := batch(t, c, w, in, 4)
+	ids := []string{cl[2].AttemptID, cl[0].AttemptID, cl[3].AttemptID, cl[1].AttemptID}
+	begun, err := w.BeginAttempts(bg, ids)
+	if err != nil || len(begun) != 4 {
+		t.Fatalf("begin_attempts: %+v %v", begun, err)
+	}
+	for i, a := range begun {
+		if a.ID != ids[i] || a.State != AttemptStarted || !a.LeaseUntil.IsZero() || a.Deadline.IsZero() ||
+			a.Provider != "default" || a.AttemptNo != 1 {
+			t.Fatalf("begun %d: %+v", i, a)
+		}
+	}
+	results := make([]AttemptResult, len(begun))
+	for i, a := range begun {
+		results[i] = AttemptResult{AttemptID: a.ID, Result: map[string]any{"by": "default", "n": i}}
+	}
+	results[3].Result = json.RawMessage(`{"by": "default", "n": 18446744073709551617}`)
+	done, err := w.CompleteAttempts(bg, results)
+	if err != nil || len(done) != 4 {
+		t.Fatalf("complete_attempts: %+v %v", done, err)
+	}
+	for i, d := range done {
+		if d.Outcome != Won || d.WinnerAttemptID != ids[i] || d.JobID != begun[i].JobID || d.JobVersion != 1 {
+			t.Fatalf("completed %d: %+v", i, d)
+		}
+	}
+	j, err := c.Job(bg, begun[3].JobID)
+	if err != nil || j.State != JobSucceeded || j.CompletedBy != ids[3] ||
+		string(j.Result) != `{"n": 18446744073709551617, "by": "default"}` {
+		t.Fatalf("job: %+v %v", j, err)
+	}
+	// again: the first answers (I7); another result for one: IJ001
+	if again, err := w.CompleteAttempts(bg, results); err != nil || len(again) != 4 || again[2] != done[2] {
+		t.Fatalf("again: %+v %v", again, err)
+	}
+	results[1].Result = map[string]any{"by": "other"}
+	if _, err := w.CompleteAttempts(bg, results); !errors.Is(err, ErrIdempotencyConflict) {
+		t.Fatalf("another result: %v", err)
+	}
+}
+
+// A batch in which one call errors: that call's typed error, and nothing
+// of the statement written.
+func TestBatchAllOrNothing(t *testing.T) {
+	t.Parallel()
+	c := connect(t, roleClient)
+	w := connect(t, roleWorker)
+	in := intent(t, 0)
+	cl := batch(t, c, w, in, 3)
+	ids := []string{cl[0].AttemptID, cl[1].AttemptID, cl[2].AttemptID}
+	leased := func() string {
+		return q(t, `SELECT string_agg(a.state || ':' || (a.lease_until IS NOT NULL) || ':' || j.state, ',' ORDER BY m.n)
+			FROM unnest($1::text[]::uuid[]) WITH ORDINALITY m(id, n) JOIN idemjob.attempts a ON a.id = m.id
+			JOIN idemjob.jobs j ON j.id = a.job_id`, ids)
+	}
+	// the second job cancelled before its begin: IJ003, no lease ended
+	if _, err := c.CancelJob(bg, cl[1].JobID, "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.BeginAttempts(bg, ids)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrJobFinished) || e.SQLState != "IJ003" || e.Call != "begin_attempts" ||
+		e.Fields.JobID != cl[1].JobID || e.HTTPStatus() != 409 || b != nil {
+		t.Fatalf("begin_attempts with a job cancelled: %+v %#v", b, err)
+	}
+	if got := leased(); got != "started:true:running,started:true:cancelled,started:true:running" {
+		t.Fatalf("after the failed begin: %s", got)
+	}
+	_, err = w.BeginAttempts(bg, []string{ids[0], "not-a-uuid"})
+	if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &e) || e.SQLState != "22P02" {
+		t.Fatalf("a malformed id: %v", err)
+	}
+	ids = []string{ids[0], ids[2]}
+	if b, err = w.BeginAttempts(bg, ids); err != nil || len(b) != 2 {
+		t.Fatalf("begin_attempts: %+v %v", b, err)
+	}
+	// the second attempt failed before the report: IJ005, the first not won
+	if _, err := w.FailAttempt(bg, ids[1], &FailOptions{Retryable: Ptr(false)}); err != nil {
+		t.Fatal(err)
+	}
+	results := []AttemptResult{{ids[0], map[string]any{"by": "default"}}, {ids[1], map[string]any{"by": "default"}}}
+	d, err := w.CompleteAttempts(bg, results)
+	if !errors.As(err, &e) || !errors.Is(err, ErrInvalidTransition) || e.SQLState != "IJ005" ||
+		e.Call != "complete_attempts" || d != nil {
+		t.Fatalf("complete_attempts with an attempt failed: %+v %#v", d, err)
+	}
+	if j, err := c.Job(bg, cl[0].JobID); err != nil || j.State != JobRunning || string(j.Result) != "" || j.Version != 0 {
+		t.Fatalf("the first job after the failed report: %+v %v", j, err)
+	}
+	// a result that is not JSON: 22P02, nothing written either
+	_, err = w.CompleteAttempts(bg, []AttemptResult{results[0], {ids[1], json.RawMessage(`{`)}})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a result that is not JSON: %v", err)
+	}
+	if d, err = w.CompleteAttempts(bg, results[:1]); err != nil || len(d) != 1 || d[0].Outcome != Won {
+		t.Fatalf("the first alone: %+v %v", d, err)
+	}
+}
+
 // The admin calls and the views.
 func TestAdminAndViews(t *testing.T) {
 	t.Parallel()

@@ -110,7 +110,7 @@ var resendSafe = map[string]bool{
 	"submit": true, "job": true, "await_job": true, "cancel_job": true,
 	"start_attempt": false, "start_attempt:worker": true, "begin_attempt": true,
 	"complete_attempt": true, "fail_attempt": true, "mark_unknown": true,
-	"cancel_attempt": true, "heartbeat": true,
+	"cancel_attempt": true, "heartbeat": true, "begin_attempts": true, "complete_attempts": true,
 	"claim": false, "claim:lease": true, "abandon_attempts": true, "expire_attempts": true,
 	"define_contract": true, "certify_provider": true, "revoke_provider": true,
 	"set_retry_policy": true, "set_route": true, "purge": false, "purge_race_log": false,

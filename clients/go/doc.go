@@ -10,7 +10,9 @@
 // CompleteAttempt, FailAttempt, MarkUnknown, CancelAttempt, Heartbeat,
 // Claim, AbandonAttempts, ExpireAttempts, DefineContract, CertifyProvider,
 // RevokeProvider, SetRetryPolicy, SetRoute, Purge, PurgeRaceLog) and view
-// (InDoubt, QueueStats, ProviderStats). Optional SQL arguments are option
+// (InDoubt, QueueStats, ProviderStats), and BeginAttempts and
+// CompleteAttempts: begin_attempt and complete_attempt for many attempts in
+// one statement, all or nothing. Optional SQL arguments are option
 // structs or plain parameters whose zero value (or nil) is the SQL default;
 // only the arguments given are sent, by name.
 //

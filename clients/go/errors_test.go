@@ -94,7 +94,8 @@ func TestResendSafe(t *testing.T) {
 		"RevokeProvider": true, "SetRetryPolicy": true, "SetRoute": true, "InDoubt": true, "QueueStats": true,
 		"ProviderStats": true, "Job": true, "claim:lease": true, "start_attempt:worker": true,
 		"Claim": false, "claim": false, "StartAttempt": false, "Purge": false, "purge_race_log": false,
-		"PurgeRaceLog": false, "nonsense": false,
+		"PurgeRaceLog": false, "nonsense": false, "BeginAttempts": true, "begin_attempts": true,
+		"CompleteAttempts": true, "complete_attempts": true,
 	} {
 		if ResendSafe(name) != want {
 			t.Errorf("ResendSafe(%q) = %v", name, !want)

@@ -169,6 +169,58 @@ func TestLostAnswerResendSafe(t *testing.T) {
 	}
 }
 
+// A lost answer on the batch calls: the statement is sent again and each
+// call in it answers as it first did (I7); nothing happened twice.
+func TestLostAnswerBatch(t *testing.T) {
+	t.Parallel()
+	c, sent := losing(t)
+	plain := connect(t, userOf(testDSN))
+	in := intent(t, 0)
+	var jobs []string
+	for i := 0; i < 3; i++ {
+		s, err := plain.Submit(bg, "owner-lb", uniq("lostb"), in, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, s.JobID)
+	}
+	cl, err := plain.Claim(bg, "lost-batch", &ClaimOptions{Intents: []string{in}, Lease: true, MaxJobs: 3})
+	if err != nil || len(cl) != 3 {
+		t.Fatalf("claim: %v %v", cl, err)
+	}
+	ids := []string{cl[0].AttemptID, cl[1].AttemptID, cl[2].AttemptID}
+	begun, err := c.BeginAttempts(bg, ids)
+	if n := sent.count("begin_attempts"); err != nil || n != 2 || len(begun) != 3 {
+		t.Fatalf("begin_attempts resent: %+v %v, sent %d times", begun, err, n)
+	}
+	for i, a := range begun {
+		if a.ID != ids[i] || a.State != AttemptStarted || !a.LeaseUntil.IsZero() {
+			t.Fatalf("begun %d: %+v", i, a)
+		}
+	}
+	results := []AttemptResult{{ids[0], map[string]any{"by": "a"}}, {ids[1], json.RawMessage(`{"by": "b"}`)},
+		{ids[2], map[string]any{"by": "c"}}}
+	done, err := c.CompleteAttempts(bg, results)
+	if n := sent.count("complete_attempts"); err != nil || n != 2 || len(done) != 3 {
+		t.Fatalf("complete_attempts resent: %+v %v, sent %d times", done, err, n)
+	}
+	again, err := plain.CompleteAttempts(bg, results)
+	if err != nil || len(again) != 3 {
+		t.Fatalf("complete_attempts again: %+v %v", again, err)
+	}
+	for i, d := range done {
+		if d.Outcome != Won || d.WinnerAttemptID != ids[i] || d.JobVersion != 1 || again[i] != d {
+			t.Fatalf("completed %d: %+v, again %+v", i, d, again[i])
+		}
+		if got := attempts(t, d.JobID); got != "default:succeeded" {
+			t.Fatalf("job %d: %s", i, got)
+		}
+	}
+	if n := q(t, "SELECT count(*)::text FROM idemjob.race_log WHERE job_id = ANY($1::text[]::uuid[])", jobs); n != "0" {
+		t.Fatalf("%s race-log rows", n)
+	}
+}
+
 // The calls that are not resend-safe: sent once, ErrConnectionLost, in
 // doubt; they did commit.
 func TestLostAnswerNotResent(t *testing.T) {

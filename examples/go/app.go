@@ -1,10 +1,10 @@
 // idemjob from Go, on the client package idemjob.dev/idemjob (clients/go,
-// pgx v4): an HTTP-style handler and a worker, with no SQL of their own,
-// and a batch step (two statements of its own). The package's pool is
-// pooler-safe (statement_cache_mode=describe: unnamed statements only), so
-// all of it works through pgbouncer in transaction pooling; every error is
-// an *idemjob.Error that knows its HTTP status; calls whose answer was lost
-// are sent again by the package when that is safe.
+// pgx v4): an HTTP-style handler, a worker and a batch step, with no SQL of
+// their own. The package's pool is pooler-safe (statement_cache_mode=
+// describe: unnamed statements only), so all of it works through pgbouncer
+// in transaction pooling; every error is an *idemjob.Error that knows its
+// HTTP status; calls whose answer was lost are sent again by the package
+// when that is safe.
 package main
 
 import (
@@ -79,12 +79,13 @@ func NewWorker(c *idemjob.Client, name string, providers map[string]Provider, on
 
 // ---- the batch step
 
-// BatchStep claims up to maxJobs jobs, confirms them in one statement, runs
-// them side by side, and reports the results in one statement: one
-// complete_attempt per job (its own compare-and-swap and answer), one
-// transaction. If a call of either statement errors, nothing of it is
-// written and the calls go one by one (the begins then skip what must not
-// be sent). beforeBegin / beforeReport: the scenario's hooks.
+// BatchStep claims up to maxJobs jobs, begins them in one statement
+// (BeginAttempts), runs them side by side, and reports the results in one
+// statement (CompleteAttempts: one complete_attempt per job, its own
+// compare-and-swap and answer, one transaction). If a call of either
+// statement errors, nothing of it is written and the calls go one by one
+// (the begins then skip what must not be sent). beforeBegin /
+// beforeReport: the scenario's hooks.
 func BatchStep(c *idemjob.Client, name string, providers map[string]Provider, maxJobs int,
 	beforeBegin, beforeReport func([]idemjob.Claimed) error) (claimed, sent int, outcomes []string, err error) {
 	jobs, err := c.Claim(ctx, name, &idemjob.ClaimOptions{MaxJobs: maxJobs, Timeout: 30 * time.Second, Lease: true})
@@ -97,10 +98,7 @@ func BatchStep(c *idemjob.Client, name string, providers map[string]Provider, ma
 		}
 	}
 	toSend := jobs
-	_, err = c.Pool().Exec(ctx, "SELECT b.id FROM unnest($1::text[]::uuid[]) a, LATERAL idemjob.begin_attempt(a) b",
-		attemptIDs(jobs))
-	var e *idemjob.Error
-	if err != nil { // nothing was written: one by one
+	if _, err := c.BeginAttempts(ctx, attemptIDs(jobs)); err != nil { // nothing was written: one by one
 		toSend = nil
 		for _, j := range jobs {
 			if _, err := c.BeginAttempt(ctx, j.AttemptID); err == nil {
@@ -126,7 +124,7 @@ func BatchStep(c *idemjob.Client, name string, providers map[string]Provider, ma
 		}(j, answers[i])
 	}
 	var done []idemjob.Claimed
-	var results []string
+	var results []idemjob.AttemptResult
 	for i, j := range toSend {
 		if a := <-answers[i]; a.err != nil { // a definite failure
 			if _, err := c.FailAttempt(ctx, j.AttemptID, &idemjob.FailOptions{Error: M{"code": "provider_error",
@@ -134,8 +132,7 @@ func BatchStep(c *idemjob.Client, name string, providers map[string]Provider, ma
 				return 0, 0, nil, err
 			}
 		} else {
-			b, _ := json.Marshal(a.result)
-			done, results = append(done, j), append(results, string(b))
+			done, results = append(done, j), append(results, idemjob.AttemptResult{AttemptID: j.AttemptID, Result: a.result})
 		}
 	}
 	if beforeReport != nil {
@@ -143,32 +140,20 @@ func BatchStep(c *idemjob.Client, name string, providers map[string]Provider, ma
 			return 0, 0, nil, err
 		}
 	}
-	byID := map[string]string{}
-	rows, err := c.Pool().Query(ctx, "SELECT r.attempt_id::text, c.outcome"+
-		" FROM unnest($1::text[]::uuid[], $2::text[]::jsonb[]) AS r(attempt_id, result),"+
-		" LATERAL idemjob.complete_attempt(r.attempt_id, r.result) c", attemptIDs(done), results)
-	if err == nil {
-		for rows.Next() {
-			var id, outcome string
-			_ = rows.Scan(&id, &outcome)
-			byID[id] = outcome
-		}
-		rows.Close()
-		err = rows.Err()
+	completed, err := c.CompleteAttempts(ctx, results)
+	for _, d := range completed {
+		outcomes = append(outcomes, string(d.Outcome))
 	}
-	if err != nil { // one call failed (or the answer was lost): each again, alone; the first answers stand (I7)
-		for i, j := range done {
-			out, err := c.CompleteAttempt(ctx, j.AttemptID, json.RawMessage(results[i]))
-			byID[j.AttemptID] = string(out.Outcome)
-			if errors.As(err, &e) && e.SQLState != "" {
-				byID[j.AttemptID] = e.SQLState
+	if err != nil { // one call failed, nothing was written: each again, alone; the first answers stand (I7)
+		for _, r := range results {
+			out, err := c.CompleteAttempt(ctx, r.AttemptID, r.Result)
+			if e := (*idemjob.Error)(nil); errors.As(err, &e) && e.SQLState != "" {
+				out.Outcome = idemjob.Outcome(e.SQLState)
 			} else if err != nil {
 				return 0, 0, nil, err
 			}
+			outcomes = append(outcomes, string(out.Outcome))
 		}
-	}
-	for _, j := range done {
-		outcomes = append(outcomes, byID[j.AttemptID])
 	}
 	return len(jobs), len(toSend), outcomes, nil
 }
