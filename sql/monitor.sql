@@ -80,6 +80,8 @@ GROUP BY o.state ORDER BY o.state;
 SELECT idemjob.define_contract('m_pay', '{"type": "object", "required": ["id"]}');
 SELECT (idemjob.certify_provider('m_pay', 'm_a')).provider;
 SELECT (idemjob.certify_provider('m_pay', 'm_b')).provider;
+-- a rejected result backs off an hour: that job is scheduled, not due
+SELECT (idemjob.set_retry_policy('m_pay', retry_backoff => '1 hour')).intent;
 -- won (r_mon, m_a)
 SELECT job_id AS j1 FROM idemjob.submit('r_mon', 'm1', 'm_pay', '{}', 'm_a') \gset
 SELECT id AS a1 FROM idemjob.start_attempt(:'j1') \gset
@@ -231,7 +233,8 @@ SELECT idemjob.revoke_capability('r_mon', 'operator');
 INSERT INTO idemjob.capabilities (grantee, capability) VALUES ('r_mon', 'watcher');	-- 23514
 \set VERBOSITY default
 
--- clean up: the raw rows, the role
+-- clean up: the raw rows, the retry policy, the role
+DELETE FROM idemjob.retry_policies WHERE intent = 'm_pay';
 SET session_replication_role = replica;
 DELETE FROM idemjob.race_log WHERE owner_id = 'm_bulk';
 DELETE FROM idemjob.attempts WHERE owner_id = 'm_bulk';
