@@ -23,6 +23,7 @@ OBJS = \
 	src/sweeper.o \
 	src/retention.o \
 	src/routes.o \
+	src/stats.o \
 
 # sql/ holds the install and update scripts (the released ones, and one
 # built from two of them: the update from 1.0 straight to 1.2, below) and,

@@ -313,6 +313,118 @@ REVOKE ALL ON FUNCTION idemjob.ddl_guard() FROM PUBLIC;
 CREATE EVENT TRIGGER idemjob_ddl_guard ON ddl_command_start
 	WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION idemjob.ddl_guard();
 
+-- ==== begin i21 monitoring (provider_stats over a window, monitor, retention_stats) ====
+--
+-- provider_stats over a window: provider_stats(since) reads the attempts
+-- started in the last `since` through attempts_pkey (attempt ids are
+-- UUIDv7: their high bits are the time they were made, never before the
+-- attempt's started_at) and the race-log rows logged in it through
+-- race_log_logged_at, so a dashboard's scrape costs what the window holds,
+-- not the history.  C, so that it reads the tables as the extension's
+-- owner while the caller needs EXECUTE only (src/stats.c).
+--
+CREATE INDEX race_log_logged_at ON idemjob.race_log (logged_at);
+
+-- owner_visible() reads idemjob.owner_bindings (since 1.2) with the latest
+-- snapshot, which a parallel worker cannot take ("cannot update
+-- SecondarySnapshot during a parallel operation": the provider_stats view
+-- failed so at 1M attempts): it runs in the leader only
+ALTER FUNCTION idemjob.owner_visible(pg_catalog.text) PARALLEL RESTRICTED;
+
+CREATE FUNCTION idemjob.provider_stats(since pg_catalog.interval)
+RETURNS TABLE(intent pg_catalog.text, provider pg_catalog.text,
+			  attempts pg_catalog.int8, succeeded pg_catalog.int8,
+			  superseded pg_catalog.int8, rejected pg_catalog.int8,
+			  failed pg_catalog.int8, in_doubt pg_catalog.int8,
+			  cancelled pg_catalog.int8,
+			  p50_ms pg_catalog.numeric, p95_ms pg_catalog.numeric,
+			  last_started_at pg_catalog.timestamptz,
+			  released pg_catalog.int8,
+			  races_lost pg_catalog.int8,
+			  late_by_p50_ms pg_catalog.numeric, late_by_p95_ms pg_catalog.numeric)
+AS 'MODULE_PATHNAME', 'idemjob_provider_stats'
+LANGUAGE C STABLE ROWS 10;
+REVOKE ALL ON FUNCTION idemjob.provider_stats(pg_catalog.interval) FROM PUBLIC;
+
+-- the view's percentiles rounded to 0.1 ms for people (188.6, not
+-- 188.61200000000002); still double precision, so CREATE OR REPLACE keeps
+-- the view (and anything a DBA built on it)
+CREATE OR REPLACE VIEW idemjob.provider_stats WITH (security_barrier) AS
+SELECT j.intent, a.provider,
+	pg_catalog.count(*) AS attempts,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS succeeded,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'superseded'::idemjob.attempt_state) AS superseded,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
+		AND (a.error OPERATOR(pg_catalog.->>) 'code') OPERATOR(pg_catalog.=) 'contract_violation') AS rejected,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
+		AND (a.error OPERATOR(pg_catalog.->>) 'code') IS DISTINCT FROM 'contract_violation') AS failed,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) ANY
+		('{started,unknown}'::idemjob.attempt_state[])) AS in_doubt,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state) AS cancelled,
+	pg_catalog.round(pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		pg_catalog.date_part('epoch'::pg_catalog.text,
+			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
+		1)::pg_catalog.float8 AS p50_ms,
+	pg_catalog.round(pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		pg_catalog.date_part('epoch'::pg_catalog.text,
+			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
+		1)::pg_catalog.float8 AS p95_ms,
+	pg_catalog.max(a.started_at) AS last_started_at,
+	pg_catalog.count(*) FILTER (WHERE a.state::pg_catalog.text OPERATOR(pg_catalog.=) 'released') AS released
+FROM idemjob.attempts a
+	JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id
+WHERE idemjob.owner_visible(a.owner_id)
+GROUP BY j.intent, a.provider;
+
+--
+-- retention_stats: one row, what purge and purge_race_log have left to
+-- do, cheap enough to scrape: the oldest final job and race-log row are
+-- read at the head of an index (jobs_final, race_log_logged_at); the row
+-- counts are the planner's estimates (pg_class.reltuples, as of the last
+-- VACUUM or ANALYZE, NULL before the first: counting would read every
+-- row), readable by any role in pg_class anyway, so not filtered by an
+-- owner binding, while the two ages are.
+--
+CREATE VIEW idemjob.retention_stats WITH (security_barrier) AS
+SELECT
+	(SELECT CASE WHEN c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4 THEN NULL
+				 ELSE c.reltuples::pg_catalog.int8 END
+	 FROM pg_catalog.pg_class c
+	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.jobs_final'::pg_catalog.regclass) AS final_jobs,
+	pg_catalog.now() OPERATOR(pg_catalog.-)
+		(SELECT j.completed_at FROM idemjob.jobs j
+		 WHERE j.state OPERATOR(pg_catalog.=) ANY
+				('{succeeded,failed,cancelled}'::idemjob.job_state[])
+			AND idemjob.owner_visible(j.owner_id)
+		 ORDER BY j.completed_at LIMIT 1) AS oldest_final_age,
+	(SELECT CASE WHEN c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4 THEN NULL
+				 ELSE c.reltuples::pg_catalog.int8 END
+	 FROM pg_catalog.pg_class c
+	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.spent_keys'::pg_catalog.regclass) AS spent_keys,
+	(SELECT CASE WHEN c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4 THEN NULL
+				 ELSE c.reltuples::pg_catalog.int8 END
+	 FROM pg_catalog.pg_class c
+	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.race_log'::pg_catalog.regclass) AS race_log_rows,
+	pg_catalog.now() OPERATOR(pg_catalog.-)
+		(SELECT r.logged_at FROM idemjob.race_log r
+		 WHERE idemjob.owner_visible(r.owner_id)
+		 ORDER BY r.logged_at LIMIT 1) AS oldest_race_log_age;
+REVOKE ALL ON TABLE idemjob.retention_stats FROM PUBLIC;
+
+--
+-- The monitor capability: reads the views and provider_stats(since), and
+-- nothing else (no table, no function that writes); for a dashboard or a
+-- Prometheus exporter.  The rights block below grants it again to the
+-- roles recorded with it.
+--
+ALTER TABLE idemjob.capabilities DROP CONSTRAINT capabilities_capability_check,
+	ADD CONSTRAINT capabilities_capability_check
+		CHECK (capability OPERATOR(pg_catalog.=) ANY
+			('{client,worker,operator,admin,monitor}'::pg_catalog.text[]));
+-- ==== end i21 monitoring ====
+
 --
 -- Rights: exactly what the security model says.  Default privileges of the
 -- installing role (ALTER DEFAULT PRIVILEGES), grants made by hand and

@@ -95,7 +95,10 @@ INSERT INTO contract_matrix VALUES
 	('idemjob.capabilities', 'o a'),
 	('idemjob.in_doubt', 'o a'),
 	('idemjob.queue_stats', 'o a'),
-	('idemjob.provider_stats', 'o a');
+	('idemjob.provider_stats', 'o a'),
+	-- 1.2: also the monitor capability's (sql/monitor.sql)
+	('idemjob.provider_stats(interval)', 'o a'),
+	('idemjob.retention_stats', 'o a');
 
 CREATE TEMP VIEW expected AS
 SELECT m.obj, r.r,
@@ -193,7 +196,9 @@ INSERT INTO calls VALUES
 	('read capabilities', $$SELECT count(*) FROM idemjob.capabilities$$),
 	('read in_doubt', $$SELECT count(*) FROM idemjob.in_doubt$$),
 	('read queue_stats', $$SELECT count(*) FROM idemjob.queue_stats$$),
-	('read provider_stats', $$SELECT count(*) FROM idemjob.provider_stats$$);
+	('read provider_stats', $$SELECT count(*) FROM idemjob.provider_stats$$),
+	('provider_stats', $$SELECT count(*) FROM idemjob.provider_stats('5 minutes')$$),
+	('read retention_stats', $$SELECT count(*) FROM idemjob.retention_stats$$);
 
 -- every function of the extension has a call above (no rows)
 SELECT sig FROM ext_functions

@@ -18,7 +18,8 @@ export PG_CONFIG=$PG_BIN/pg_config
 	postgresql-contrib postgresql-$PG_MAJOR-pgtap libtap-parser-sourcehandler-pgtap-perl
 	libipc-run-perl libtest-json-schema-acceptance-perl libjson-perl
 	postgresql-$PG_MAJOR-cron build-essential pgbouncer
-	python3-psycopg golang-go golang-github-jackc-pgx-v4-dev jq"
+	python3-psycopg golang-go golang-github-jackc-pgx-v4-dev jq
+	prometheus-postgres-exporter"
 
 ij_log() { printf '\n=== %s\n' "$*"; }
 
@@ -35,8 +36,23 @@ ij_install_packages() {
 		fi
 		ij_log "installing ${missing[*]}"
 		export DEBIAN_FRONTEND=noninteractive
+		# prometheus-postgres-exporter's package starts a service on port
+		# 9187 as a role that does not exist: the tests start their own
+		# exporter, so the package's may not start (a policy-rc.d, where the
+		# machine has none, for the length of the install; systemd too)
+		local policy=
+		if [ ! -e /usr/sbin/policy-rc.d ]; then
+			policy=/usr/sbin/policy-rc.d
+			printf '%s\n' '#!/bin/sh' '# test/lib.sh, while it installs packages' \
+				'case "$1" in prometheus-postgres-exporter) exit 101 ;; esac' 'exit 0' >"$policy"
+			chmod 755 "$policy"
+		fi
 		apt-get update -qq
 		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+		[ -z "$policy" ] || rm -f "$policy"
+		if [ -d /run/systemd/system ] && systemctl is-enabled --quiet prometheus-postgres-exporter 2>/dev/null; then
+			systemctl disable --now --quiet prometheus-postgres-exporter || true
+		fi
 	fi
 }
 

@@ -8,7 +8,8 @@
 # -Werror), starts a cluster owned by the postgres user, and runs:
 #   pg_regress suites and isolation specs (make installcheck), pgTAP,
 #   the JSON-Schema-Test-Suite, the hostile-input battery, the client
-#   examples and the client packages' own suites, and the short versions
+#   examples and the client packages' own suites, the Prometheus
+#   exporter on the monitoring queries, and the short versions
 #   of the soak, the pooler run, the TAP tests (crash, failover, sweeper,
 #   pg_cron, dead clients, kill points) and the benchmark.
 # It prints one line per stage and exits non-zero if any stage failed.
@@ -37,6 +38,7 @@ ij_stage "soak with history checker (short)" bash test/soak/run.sh --short
 ij_stage "through pgbouncer, transaction pooling" bash test/pgbouncer/run.sh
 ij_stage "client examples (Python, Node, Go; direct and through pgbouncer)" bash test/examples/run.sh
 ij_stage "client packages: pytest, node --test, go test (direct and through pgbouncer)" bash test/clients/run.sh
+ij_stage "Prometheus exporter with examples/monitoring/queries.yaml (/metrics checked)" bash test/monitoring/run.sh
 ij_stage "crash recovery, replica failover, sweeper and pg_cron (TAP)" bash test/t/run.sh
 ij_stage "benchmark smoke run" env BENCH_PORT=5767 bash bench/run.sh --smoke --no-install
 ij_stage "PostgreSQL 17 and 18 (Debian chroots: regress, isolation, pgTAP, upgrade, dump; a 15 dump restored)" bash test/versions/run.sh

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(107);
+SELECT plan(116);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -102,6 +102,27 @@ SELECT has_view('idemjob', 'provider_stats', 'provider_stats');
 SELECT columns_are('idemjob', 'provider_stats', ARRAY['intent', 'provider', 'attempts', 'succeeded',
 	'superseded', 'rejected', 'failed', 'in_doubt', 'cancelled', 'p50_ms', 'p95_ms', 'last_started_at',
 	'released']);
+-- since 1.2: monitoring
+SELECT has_view('idemjob', 'retention_stats', 'retention_stats');
+SELECT columns_are('idemjob', 'retention_stats', ARRAY['final_jobs', 'oldest_final_age', 'spent_keys',
+	'race_log_rows', 'oldest_race_log_age']);
+SELECT col_type_is('idemjob', 'provider_stats', 'p50_ms', 'double precision',
+	'the view''s p50_ms keeps its type (rounded to 0.1)');
+SELECT function_returns('idemjob', 'provider_stats', ARRAY['interval'], 'setof record');
+SELECT is(pg_get_function_result('idemjob.provider_stats(interval)'::regprocedure),
+	'TABLE(intent text, provider text, attempts bigint, succeeded bigint, superseded bigint, rejected bigint, failed bigint, in_doubt bigint, cancelled bigint, p50_ms numeric, p95_ms numeric, last_started_at timestamp with time zone, released bigint, races_lost bigint, late_by_p50_ms numeric, late_by_p95_ms numeric)',
+	'provider_stats(since) returns the view''s columns, then the race log''s');
+SELECT has_index('idemjob', 'race_log', 'race_log_logged_at', ARRAY['logged_at'],
+	'race-log rows by time: provider_stats(since), retention_stats');
+SELECT col_has_check('idemjob', 'capabilities', 'capability', 'capabilities are checked');
+SELECT lives_ok($$INSERT INTO idemjob.capabilities (grantee, capability) VALUES (current_user::regrole, 'monitor')$$,
+	'monitor is a capability the table takes');
+SELECT is(array_to_string(ARRAY(SELECT a.privilege_type || ' ' || o.obj
+		FROM (VALUES ('idemjob.owner_visible(text)'::regprocedure::oid, 'owner_visible', 'f'),
+					 ('idemjob.provider_stats(interval)'::regprocedure::oid, 'provider_stats()', 'f')) o(oid, obj, k)
+		JOIN pg_proc p ON p.oid = o.oid CROSS JOIN aclexplode(p.proacl) a
+		WHERE a.grantee = 0 ORDER BY 1), ','), '',
+	'PUBLIC may not call provider_stats(since) or owner_visible');
 
 -- guard triggers (I8)
 SELECT has_trigger('idemjob', 'jobs', 'jobs_guard', 'idemjob.jobs.jobs_guard');

@@ -57,7 +57,7 @@ errcodes_txt=$("$PG_CONFIG" --sharedir)/errcodes.txt
 
 doc=${REFERENCE_DOC:-$repo/docs/reference.md}
 db=idemjob_reference
-roles=(client worker operator admin)
+roles=(client worker operator admin monitor)
 role_prefix=ij_reference_
 
 passed=0
@@ -100,7 +100,7 @@ tsv "SELECT p.proname, pg_catalog.pg_get_function_arguments(p.oid),
 		CASE WHEN EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
 						  WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE') THEN 'PUBLIC'
 			 ELSE coalesce((SELECT pg_catalog.string_agg(c, ',' ORDER BY o) FROM
-							  unnest(ARRAY['client', 'worker', 'operator', 'admin']) WITH ORDINALITY AS u(c, o)
+							  unnest(ARRAY['client', 'worker', 'operator', 'admin', 'monitor']) WITH ORDINALITY AS u(c, o)
 							WHERE pg_catalog.has_function_privilege('$role_prefix' || c, p.oid, 'EXECUTE')),
 						   'owner') END
 	FROM pg_catalog.pg_proc p
@@ -226,8 +226,8 @@ sub tables_under {
 				my $cap = $c[$capcol] // '';
 				$cap =~ s/`//g;
 				for my $w (split /,\s*/, $cap) {
-					push @bad, "  line $row->{line}: capability \"$w\" is none of client, worker, operator, admin, PUBLIC, owner"
-						unless $w =~ /^(client|worker|operator|admin|PUBLIC|owner)$/;
+					push @bad, "  line $row->{line}: capability \"$w\" is none of client, worker, operator, admin, monitor, PUBLIC, owner"
+						unless $w =~ /^(client|worker|operator|admin|monitor|PUBLIC|owner)$/;
 				}
 				$doc_caps{$sig} = $cap;
 			}
