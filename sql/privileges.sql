@@ -95,7 +95,8 @@ INSERT INTO contract_matrix VALUES
 	('idemjob.capabilities', 'o a'),
 	('idemjob.in_doubt', 'o a'),
 	('idemjob.queue_stats', 'o a'),
-	('idemjob.provider_stats', 'o a');
+	('idemjob.provider_stats', 'o a'),
+	('idemjob.compensations', 'o a');
 
 CREATE TEMP VIEW expected AS
 SELECT m.obj, r.r,
@@ -193,7 +194,8 @@ INSERT INTO calls VALUES
 	('read capabilities', $$SELECT count(*) FROM idemjob.capabilities$$),
 	('read in_doubt', $$SELECT count(*) FROM idemjob.in_doubt$$),
 	('read queue_stats', $$SELECT count(*) FROM idemjob.queue_stats$$),
-	('read provider_stats', $$SELECT count(*) FROM idemjob.provider_stats$$);
+	('read provider_stats', $$SELECT count(*) FROM idemjob.provider_stats$$),
+	('read compensations', $$SELECT count(*) FROM idemjob.compensations$$);
 
 -- every function of the extension has a call above (no rows)
 SELECT sig FROM ext_functions

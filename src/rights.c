@@ -735,7 +735,7 @@ static const CapabilityGrant grants[] = {
 	{"EXECUTE ON FUNCTION idemjob.purge(pg_catalog.interval, pg_catalog.int4)", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.purge_race_log(pg_catalog.interval)", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.owner_visible(pg_catalog.text)", TO_OPERATOR},
-	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.owner_bindings, idemjob.retry_policies, idemjob.routes, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats", TO_OPERATOR},
+	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.owner_bindings, idemjob.retry_policies, idemjob.routes, idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats, idemjob.compensations", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.define_contract(pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.certify_provider(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.revoke_provider(pg_catalog.text, pg_catalog.text, pg_catalog.text)", TO_ADMIN},
