@@ -198,6 +198,25 @@ SELECT provider, count(*) FILTER (WHERE reason <> 'rejected') AS lost,
  WHERE intent = 'au_charge' AND logged_at >= now() - interval '1 day'
  GROUP BY provider ORDER BY provider;
 
+-- owner_visible() is PARALLEL SAFE: the views' filter in parallel workers,
+-- which read the owner bindings with the statement's snapshot (taking the
+-- latest one there was "cannot update SecondarySnapshot during a parallel
+-- operation"), and apply the binding as the leader does
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT count(*) AS visible FROM idemjob.race_log WHERE idemjob.owner_visible(owner_id) AND owner_id LIKE 'au-cust-%';
+SET idemjob.owner_binding = 'setting:au.owner';
+SET au.owner = 'au-cust-7';
+SELECT count(*) AS visible_bound FROM idemjob.race_log WHERE idemjob.owner_visible(owner_id);
+RESET au.owner;
+RESET idemjob.owner_binding;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
 -- leave nothing for the tests after this one
 SET session_replication_role = replica;
 DELETE FROM idemjob.race_log WHERE owner_id LIKE 'au%';

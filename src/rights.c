@@ -513,7 +513,13 @@ load_bindings(void)
 		}
 
 		rel = table_open(bindings_relid, AccessShareLock);
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		/*
+		 * The latest snapshot, but in parallel mode (owner_visible() is
+		 * PARALLEL SAFE: a view's filter in a parallel scan, in each
+		 * worker) the statement's own, which is all a worker may take
+		 */
+		snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot()
+									: GetLatestSnapshot());
 		scan = table_beginscan(rel, snapshot, 0, NULL);
 		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
