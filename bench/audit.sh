@@ -164,20 +164,29 @@ FROM s;
 EOF
 done
 
-# the 1.2 update's fill of the new race-log columns on these rows
+# the 1.2 update's fill of the new race-log columns on these rows, and its
+# two new indexes, as the update script runs them (rolled back)
+echo "# the 1.2 update's race-log fill (two UPDATEs) and its two CREATE INDEX:"
 "${PSQL[@]}" -d $DB <<'EOF'
 BEGIN;
 ALTER TABLE idemjob.race_log DISABLE TRIGGER race_log_guard;
+DROP INDEX idemjob.race_log_owner_logged_at;
+DROP INDEX idemjob.race_log_intent_logged_at;
 \timing on
 UPDATE idemjob.race_log r SET
-	intent = j.intent,
-	idempotency_key = j.idempotency_key,
+	(intent, idempotency_key) = (SELECT j.intent, j.idempotency_key FROM idemjob.jobs j
+								 WHERE j.id OPERATOR(pg_catalog.=) r.job_id),
 	winner_provider = (SELECT w.provider FROM idemjob.attempts w
 					   WHERE w.id OPERATOR(pg_catalog.=) r.winner_attempt_id),
 	dropped_result = (SELECT a.dropped_result FROM idemjob.attempts a
-					  WHERE a.id OPERATOR(pg_catalog.=) r.attempt_id)
-	FROM idemjob.jobs j
-	WHERE j.id OPERATOR(pg_catalog.=) r.job_id;
+					  WHERE a.id OPERATOR(pg_catalog.=) r.attempt_id);
+UPDATE idemjob.race_log r SET idempotency_key = s.idempotency_key
+	FROM idemjob.spent_keys s
+	WHERE r.idempotency_key IS NULL
+		AND s.job_id OPERATOR(pg_catalog.=) r.job_id
+		AND s.owner_id OPERATOR(pg_catalog.=) r.owner_id;
+CREATE INDEX race_log_owner_logged_at ON idemjob.race_log (owner_id, logged_at);
+CREATE INDEX race_log_intent_logged_at ON idemjob.race_log (intent, logged_at);
 \timing off
 ROLLBACK;
 EOF
