@@ -67,6 +67,66 @@ BEGIN
 END
 $check$;
 
+-- >>> issue 21 (audit): a race log that stands alone, compensations >>>
+--
+-- The race log stands alone: each row names the intent, the key, the
+-- loser's and the winner's providers and (with keep_dropped_results) the
+-- dropped result itself, so a purge() of the job loses nothing an audit
+-- needs.  A result that breaks the intent's output contract is logged too
+-- (reason rejected): every result that was not committed is one row.
+-- Placed first in this script, before any exclusive lock on jobs or
+-- attempts, so that the fill below does not lengthen those locks (it
+-- holds race_log's alone).
+--
+ALTER TABLE idemjob.race_log
+	ADD COLUMN intent pg_catalog.text COLLATE pg_catalog."C",
+	ADD COLUMN idempotency_key pg_catalog.text COLLATE pg_catalog."C",
+	ADD COLUMN winner_provider pg_catalog.text COLLATE pg_catalog."C",
+	ADD COLUMN dropped_result pg_catalog.jsonb,
+	DROP CONSTRAINT race_log_reason_check,
+	ADD CONSTRAINT race_log_reason_check
+		CHECK (reason OPERATOR(pg_catalog.=) ANY
+			('{slot_taken,version_moved,rejected}'::pg_catalog.text[]));
+-- rows of 1.1 and before: filled from their job and attempts where these
+-- still exist (a job purged before 1.2 leaves intent, winner_provider and
+-- dropped_result NULL, and the key only while its spent key is kept); the
+-- guard refuses raw updates, so it is set aside for this one fill; each
+-- row looks its job and attempts up by primary key (40,000 rows of 1M jobs:
+-- bench/audit.sh), so the fill costs what the race log holds, not jobs
+ALTER TABLE idemjob.race_log DISABLE TRIGGER race_log_guard;
+UPDATE idemjob.race_log r SET
+	(intent, idempotency_key) = (SELECT j.intent, j.idempotency_key FROM idemjob.jobs j
+								 WHERE j.id OPERATOR(pg_catalog.=) r.job_id),
+	winner_provider = (SELECT w.provider FROM idemjob.attempts w
+					   WHERE w.id OPERATOR(pg_catalog.=) r.winner_attempt_id),
+	dropped_result = (SELECT a.dropped_result FROM idemjob.attempts a
+					  WHERE a.id OPERATOR(pg_catalog.=) r.attempt_id);
+UPDATE idemjob.race_log r SET idempotency_key = s.idempotency_key
+	FROM idemjob.spent_keys s
+	WHERE r.idempotency_key IS NULL
+		AND s.job_id OPERATOR(pg_catalog.=) r.job_id
+		AND s.owner_id OPERATOR(pg_catalog.=) r.owner_id;
+ALTER TABLE idemjob.race_log ENABLE TRIGGER race_log_guard;
+
+-- the audit questions: by owner ("was customer X charged twice?") and by
+-- intent ("what must be refunded?", "which provider loses?"), over time
+CREATE INDEX race_log_owner_logged_at ON idemjob.race_log (owner_id, logged_at);
+CREATE INDEX race_log_intent_logged_at ON idemjob.race_log (intent, logged_at);
+
+-- compensations: one row per result that was not committed (lost or
+-- rejected), with what it takes to undo it; read from the race log alone,
+-- so the same before and after purge()
+CREATE VIEW idemjob.compensations WITH (security_barrier) AS
+SELECT r.logged_at, r.job_id, r.owner_id, r.idempotency_key, r.intent,
+	r.provider, r.attempt_id, r.reason,
+	r.winner_attempt_id, r.winner_provider, r.late_by,
+	r.result_sha256, r.result_bytes, r.dropped_result,
+	r.expected_version, r.found_version
+FROM idemjob.race_log r
+WHERE idemjob.owner_visible(r.owner_id);
+REVOKE ALL ON TABLE idemjob.compensations FROM PUBLIC;
+-- <<< issue 21 (audit) <<<
+
 --
 -- Owner bindings live in the database (1.1 had only the setting
 -- idemjob.owner_binding, which a client escaped with PGOPTIONS, and which
@@ -241,7 +301,11 @@ REVOKE ALL ON TABLE idemjob.routes FROM PUBLIC;
 REVOKE ALL ON FUNCTION idemjob.set_route(pg_catalog.text, pg_catalog.text[]) FROM PUBLIC;
 
 -- in_doubt: an attempt still inside its lease was never sent, so it is not
--- in doubt even past its deadline
+-- in doubt even past its deadline; and (issue 21) why it is in doubt, from
+-- what the functions stored: the deadline passed while it was started
+-- (expire_attempts() has not marked it yet), expire_attempts() or the
+-- sweeper marked it unknown at its deadline, or the worker marked it
+-- unknown with mark_unknown() (its reason)
 CREATE OR REPLACE VIEW idemjob.in_doubt WITH (security_barrier) AS
 SELECT a.job_id, a.owner_id,
 	(SELECT j.intent FROM idemjob.jobs j
@@ -250,7 +314,16 @@ SELECT a.job_id, a.owner_id,
 	a.provider, a.worker, a.state, a.started_at, a.deadline, a.unknown_at,
 	COALESCE(a.unknown_at, a.deadline) AS in_doubt_since,
 	pg_catalog.now() OPERATOR(pg_catalog.-)
-		COALESCE(a.unknown_at, a.deadline) AS age
+		COALESCE(a.unknown_at, a.deadline) AS age,
+	CASE
+	WHEN a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state
+		THEN 'deadline passed, not yet expired'::pg_catalog.text
+	WHEN a.error OPERATOR(pg_catalog.=) '{"code": "unknown", "reason": "deadline"}'::pg_catalog.jsonb
+		THEN 'expired at its deadline'::pg_catalog.text
+	WHEN (a.error OPERATOR(pg_catalog.->>) 'code') OPERATOR(pg_catalog.=) 'unknown'
+		THEN 'marked unknown: '::pg_catalog.text OPERATOR(pg_catalog.||)
+			COALESCE(a.error OPERATOR(pg_catalog.->>) 'reason', '')
+	ELSE 'unknown, no reason recorded'::pg_catalog.text END AS reason
 FROM idemjob.attempts a
 WHERE (a.state OPERATOR(pg_catalog.=) 'unknown'::idemjob.attempt_state
 	   OR (a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state

@@ -161,7 +161,8 @@ SELECT intent, provider, attempts, succeeded, superseded, rejected, failed, in_d
 FROM idemjob.provider_stats WHERE intent LIKE 'm\_%' ORDER BY 1, 2;
 SELECT count(*) AS in_doubt_rows FROM idemjob.in_doubt;
 SELECT count(*) AS queue_rows FROM idemjob.queue_stats WHERE intent LIKE 'm\_%';
-SELECT oldest_final_age < interval '1 hour' AS own_final_jobs_only, oldest_race_log_age AS own_race_log
+SELECT oldest_final_age < interval '1 hour' AS own_final_jobs_only,
+	oldest_race_log_age < interval '1 hour' AS own_race_log_only
 FROM idemjob.retention_stats;
 RESET ROLE;
 SELECT idemjob.unbind_owner('r_mon');
@@ -194,9 +195,11 @@ SELECT pg_temp.v7(j.created_at + interval '10 ms'), j.id, j.owner_id, 2, 'm_b', 
 	j.created_at + interval '10 ms', j.created_at + interval '30 s', j.created_at + interval '2 s', '\x01'
 FROM idemjob.jobs j WHERE j.intent = 'm_bulk' AND substr(j.idempotency_key, 3)::int % 3 = 0;
 INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id,
-	expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider)
+	expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider,
+	intent, idempotency_key)
 SELECT a.finished_at, a.job_id, a.owner_id, a.id, NULL, 0, 1, 'slot_taken', '\x01', 9,
-	interval '1 s', a.provider
+	interval '1 s', a.provider, 'm_bulk',
+	(SELECT j.idempotency_key FROM idemjob.jobs j WHERE j.id = a.job_id)
 FROM idemjob.attempts a WHERE a.owner_id = 'm_bulk' AND a.attempt_no = 2;
 RESET session_replication_role;
 ANALYZE idemjob.jobs, idemjob.attempts, idemjob.race_log;

@@ -98,7 +98,8 @@ INSERT INTO contract_matrix VALUES
 	('idemjob.provider_stats', 'o a'),
 	-- 1.2: also the monitor capability's (sql/monitor.sql)
 	('idemjob.provider_stats(interval)', 'o a'),
-	('idemjob.retention_stats', 'o a');
+	('idemjob.retention_stats', 'o a'),
+	('idemjob.compensations', 'o a');
 
 CREATE TEMP VIEW expected AS
 SELECT m.obj, r.r,
@@ -198,7 +199,8 @@ INSERT INTO calls VALUES
 	('read queue_stats', $$SELECT count(*) FROM idemjob.queue_stats$$),
 	('read provider_stats', $$SELECT count(*) FROM idemjob.provider_stats$$),
 	('provider_stats', $$SELECT count(*) FROM idemjob.provider_stats('5 minutes')$$),
-	('read retention_stats', $$SELECT count(*) FROM idemjob.retention_stats$$);
+	('read retention_stats', $$SELECT count(*) FROM idemjob.retention_stats$$),
+	('read compensations', $$SELECT count(*) FROM idemjob.compensations$$);
 
 -- every function of the extension has a call above (no rows)
 SELECT sig FROM ext_functions

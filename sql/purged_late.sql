@@ -20,12 +20,16 @@ SELECT count(*) AS jobs_left FROM idemjob.jobs WHERE id = :'pj';
 SELECT jsonb_array_length(open_attempts) AS open_attempts, final_state
   FROM idemjob.spent_keys WHERE job_id = :'pj';
 -- the cancelled attempt's provider answers now: lost, and logged
-SELECT outcome, job_id = :'pj' AS its_job, job_version, winner_attempt_id
+-- (since issue 21: the row it would have had before the purge, slot_taken
+-- against the winner, with the job's intent and key)
+SELECT outcome, job_id = :'pj' AS its_job, job_version, winner_attempt_id = :'a2' AS winner_a2
   FROM idemjob.complete_attempt(:'a1', '{"n": 1}');
-SELECT reason, expected_version, found_version, provider, result_bytes
+SELECT reason, expected_version, found_version, provider, result_bytes,
+	winner_attempt_id = :'a2' AS winner_a2, winner_provider, intent, idempotency_key,
+	late_by > '0' AS late
   FROM idemjob.race_log WHERE attempt_id = :'a1';
 -- sent again: the same answer (I7); another result: IJ001
-SELECT outcome FROM idemjob.complete_attempt(:'a1', '{"n": 1}');
+SELECT outcome, winner_attempt_id = :'a2' AS winner_a2 FROM idemjob.complete_attempt(:'a1', '{"n": 1}');
 SELECT idemjob.complete_attempt(:'a1', '{"n": 99}');
 SELECT count(*) FROM idemjob.race_log WHERE attempt_id = :'a1';
 -- the winner's id is no tombstone; an id never seen is IJ006 as before

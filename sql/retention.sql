@@ -178,8 +178,10 @@ SELECT * FROM pg_temp.drops('off');
 SET idemjob.keep_dropped_results = on;
 SELECT * FROM pg_temp.drops('on');
 RESET idemjob.keep_dropped_results;
--- the race log says who lost; the attempt keeps what to compensate
-SELECT r.provider, r.reason, a.dropped_result
+-- the race log says who lost or was rejected, and (since 1.2) keeps what
+-- to compensate itself, as the attempt does
+SELECT r.provider, r.reason, r.dropped_result,
+	r.dropped_result IS NOT DISTINCT FROM a.dropped_result AS as_the_attempt
   FROM idemjob.race_log r JOIN idemjob.attempts a ON a.id = r.attempt_id
  WHERE r.owner_id = 'drop' ORDER BY r.logged_at;
 

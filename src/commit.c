@@ -21,8 +21,11 @@
  * at once exactly one finds the slot empty and its version current: the
  * first to return wins, whatever order they started in.  The others get
  * "lost": their attempt becomes superseded, the payload is dropped, and one
- * race_log row keeps its SHA-256 and size.  The race log is written only on
- * that losing path.
+ * race_log row keeps its SHA-256 and size.  The race log is written on
+ * that losing path and, since 1.2, for a rejected result: every result that
+ * was not committed is one row, which stands alone (intent, key, providers,
+ * the payload with keep_dropped_results), so purge() loses nothing an audit
+ * needs.
  *
  * A retried call finds the attempt already completed and answers from what
  * is stored: the winner's result is compared with the job's result, a
@@ -138,47 +141,97 @@ static IjPlan attempt_done = {
 	5, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID}, NULL, 0
 };
 
-static IjPlan job_after_loss = {
-	"SELECT version, completed_by,"
-	" pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) completed_at"
-	" FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
-};
-
+/*
+ * The race-log row of a result that was not committed (issue 21: a row
+ * that stands alone, kept after purge()): the job's intent and key, the
+ * loser's and the winner's providers, and the dropped result itself when
+ * keep_dropped_results is on ($5).  One statement reads the job and the
+ * attempt as they are now and writes the row.  $6 false: lost, reason
+ * slot_taken when the job has a winner, else version_moved; true:
+ * rejected (the contract refused it), whatever the job holds.  late_by
+ * (none for rejected: not a race) is logged_at minus the moment the
+ * attempt was out of the race: the winner's commit (jobs.completed_at)
+ * with a winner; else its own cancellation (attempts.finished_at of a
+ * cancelled attempt: cancel_attempt, the doubt policy or
+ * abandon_attempts, which fence it); else the job's end (completed_at:
+ * cancel_job, or failed); else the job's last change (updated_at).  Read
+ * before the attempt's own update (which sets finished_at again).  ON
+ * CONFLICT: the one row per attempt (race_log_attempt_id) is never
+ * written twice.
+ */
 static IjPlan log_race = {
-	"INSERT INTO idemjob.race_log (job_id, owner_id, attempt_id, winner_attempt_id,"
-	" expected_version, found_version, reason, result_sha256, result_bytes, late_by,"
-	" provider)"
-	" SELECT $1, a.owner_id, $2, $3, $4, $5, $6, $7, $8, $9, a.provider"
-	" FROM idemjob.attempts a WHERE a.id OPERATOR(pg_catalog.=) $2",
-	9, {UUIDOID, UUIDOID, UUIDOID, INT8OID, INT8OID, TEXTOID, BYTEAOID, INT4OID, INTERVALOID}, NULL, 0
+	"INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id,"
+	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
+	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
+	" dropped_result)"
+	" SELECT t.now, j.id, a.owner_id, a.id, j.completed_by, a.read_version, j.version,"
+	" CASE WHEN $6 THEN 'rejected'::pg_catalog.text"
+	" WHEN j.completed_by IS NULL THEN 'version_moved'::pg_catalog.text"
+	" ELSE 'slot_taken'::pg_catalog.text END,"
+	" $3, $4,"
+	" CASE WHEN $6 THEN NULL::pg_catalog.interval"
+	" ELSE t.now OPERATOR(pg_catalog.-) CASE"
+	"  WHEN j.completed_by IS NOT NULL THEN j.completed_at"
+	"  WHEN a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state THEN a.finished_at"
+	"  ELSE COALESCE(j.completed_at, j.updated_at) END END,"
+	" a.provider, j.intent, j.idempotency_key,"
+	" (SELECT w.provider FROM idemjob.attempts w"
+	"  WHERE w.id OPERATOR(pg_catalog.=) j.completed_by),"
+	" $5"
+	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t, idemjob.jobs j, idemjob.attempts a"
+	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) $2"
+	" ON CONFLICT (attempt_id) DO NOTHING"
+	" RETURNING found_version, winner_attempt_id",
+	6, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID}, NULL, 0
 };
 
 /*
  * The tombstone purge() left for an attempt that could still report (a
  * cancelled one: its provider may answer late), in its job's spent_keys
- * row: the job, its owner, the attempt's read version and provider, the
- * job's final version.
+ * row (retention.c): the job, its owner and key, the attempt's read
+ * version, provider and cancellation time, the job's intent, final
+ * version and winner.
  */
 static IjPlan purged_attempt = {
-	"SELECT s.job_id, s.owner_id,"
-	" (e.value OPERATOR(pg_catalog.->>) 'read_version')::pg_catalog.int8,"
-	" (e.value OPERATOR(pg_catalog.->>) 'job_version')::pg_catalog.int8,"
-	" e.value OPERATOR(pg_catalog.->>) 'provider'"
-	" FROM idemjob.spent_keys s, pg_catalog.jsonb_array_elements(s.open_attempts) e"
+	"SELECT s.job_id, s.owner_id"
+	" FROM idemjob.spent_keys s"
 	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
 	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
-	" AND (e.value OPERATOR(pg_catalog.->>) 'id') OPERATOR(pg_catalog.=) $1::pg_catalog.text"
 	" LIMIT 1",
 	1, {UUIDOID}, NULL, 0
 };
 
+/*
+ * A late result after purge(): the row complete_attempt() would have
+ * written before it (log_race), from the tombstone.  $1 attempt, $2 sha,
+ * $3 bytes, $4 the dropped result or NULL.
+ */
+#define TOMB(key) "(e.value OPERATOR(pg_catalog.->>) '" key "')"
 static IjPlan log_purged_race = {
-	"INSERT INTO idemjob.race_log (job_id, owner_id, attempt_id, winner_attempt_id,"
-	" expected_version, found_version, reason, result_sha256, result_bytes, provider)"
-	" VALUES ($1, $2, $3, NULL, $4, $5, 'version_moved', $6, $7, $8)"
-	" ON CONFLICT (attempt_id) DO NOTHING",
-	8, {UUIDOID, TEXTOID, UUIDOID, INT8OID, INT8OID, BYTEAOID, INT4OID, TEXTOID}, NULL, 0
+	"INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id,"
+	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
+	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
+	" dropped_result)"
+	" SELECT t.now, s.job_id, s.owner_id, $1, " TOMB("winner_attempt_id") "::pg_catalog.uuid,"
+	" COALESCE(" TOMB("read_version") "::pg_catalog.int8, 0),"
+	" COALESCE(" TOMB("job_version") "::pg_catalog.int8, 0),"
+	" CASE WHEN " TOMB("winner_attempt_id") " IS NULL THEN 'version_moved'::pg_catalog.text"
+	" ELSE 'slot_taken'::pg_catalog.text END,"
+	" $2, $3,"
+	" t.now OPERATOR(pg_catalog.-) CASE"
+	"  WHEN " TOMB("winner_attempt_id") " IS NOT NULL THEN s.completed_at"
+	"  ELSE COALESCE(" TOMB("cancelled_at") "::pg_catalog.timestamptz, s.completed_at) END,"
+	" " TOMB("provider") ", " TOMB("intent") ", s.idempotency_key, " TOMB("winner_provider") ","
+	" $4"
+	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t,"
+	" idemjob.spent_keys s, pg_catalog.jsonb_array_elements(s.open_attempts) e"
+	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
+	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
+	" AND " TOMB("id") " OPERATOR(pg_catalog.=) $1::pg_catalog.text"
+	" LIMIT 1"
+	" ON CONFLICT (attempt_id) DO NOTHING"
+	" RETURNING job_id, found_version, winner_attempt_id",
+	4, {UUIDOID, BYTEAOID, INT4OID, JSONBOID}, NULL, 0
 };
 
 static IjPlan race_sha = {
@@ -202,8 +255,8 @@ static IjPlan race_answer = {
  * The race-log fingerprint: SHA-256 of the result's canonical jsonb text
  * (jsonb_out) and that text's length in bytes.
  */
-static bytea *
-result_fingerprint(Jsonb *result, int32 *nbytes)
+bytea *
+ij_result_fingerprint(Jsonb *result, int32 *nbytes)
 {
 	char	   *text = JsonbToCString(NULL, &result->root, VARSIZE(result));
 	size_t		len = strlen(text);
@@ -241,6 +294,37 @@ jsonb_datum_identical(Datum a, Jsonb *b)
 }
 
 /*
+ * Write the race-log row of a result that was not committed (log_race);
+ * the row's found_version and winner go to out[2], out[3].
+ */
+static void
+log_dropped(IjAttempt *a, Jsonb *result, bytea *sha, int32 nbytes,
+			bool rejected, Datum *out, bool *outnull)
+{
+	Datum		args[6];
+	char		nulls[6];
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = a->job_id;
+	args[1] = a->id;
+	args[2] = PointerGetDatum(sha);
+	args[3] = Int32GetDatum(nbytes);
+	/* keep_dropped_results: the payload itself, for compensation */
+	args[4] = JsonbPGetDatum(result);
+	nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+	args[5] = BoolGetDatum(rejected);
+	if (ij_exec(&log_race, args, nulls) == 0)
+	{
+		/* a row for this attempt already (restored): answer from it */
+		if (ij_exec(&race_answer, &a->id, NULL) == 0)
+			elog(ERROR, "job %s of attempt %s vanished",
+				 ij_uuid_str(a->job_id), ij_uuid_str(a->id));
+	}
+	out[2] = ij_col_nn(0, 1);
+	out[3] = ij_col(0, 2, &outnull[3]);
+}
+
+/*
  * Lost: the attempt is superseded, its payload dropped (kept only with
  * keep_dropped_results) and its fingerprint logged with what it found on
  * the job.  out[2], out[3] get the answer's job_version and winner.
@@ -251,36 +335,11 @@ static void
 record_loss(IjAttempt *a, Jsonb *result, bool own_loss, Datum *out, bool *outnull)
 {
 	int32		nbytes;
-	bytea	   *sha = result_fingerprint(result, &nbytes);
-	Datum		args[9];
-	char		nulls[9];
-	Datum		winner;
-	bool		winner_null;
-	bool		late_null;
-	Datum		late_by;
+	bytea	   *sha = ij_result_fingerprint(result, &nbytes);
+	Datum		args[5];
+	char		nulls[5];
 
-	if (ij_exec(&job_after_loss, &a->job_id, NULL) == 0)
-		elog(ERROR, "job %s of attempt %s vanished",
-			 ij_uuid_str(a->job_id), ij_uuid_str(a->id));
-	out[2] = ij_col_nn(0, 1);
-	winner = ij_col(0, 2, &winner_null);
-	late_by = ij_col(0, 3, &late_null);
-	out[3] = winner;
-	outnull[3] = winner_null;
-
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = a->job_id;
-	args[1] = a->id;
-	args[2] = winner;
-	nulls[2] = winner_null ? 'n' : ' ';
-	args[3] = Int64GetDatum(a->read_version);
-	args[4] = out[2];
-	args[5] = ij_text_datum(winner_null ? "version_moved" : "slot_taken");
-	args[6] = PointerGetDatum(sha);
-	args[7] = Int32GetDatum(nbytes);
-	args[8] = late_by;
-	nulls[8] = (winner_null || late_null) ? 'n' : ' ';
-	ij_exec(&log_race, args, nulls);
+	log_dropped(a, result, sha, nbytes, false, out, outnull);
 
 	args[0] = a->id;
 	args[1] = ij_text_datum("superseded");
@@ -324,9 +383,8 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	IjAttempt	a;
 	int32		nbytes;
 	bytea	   *sha;
-	Datum		args[8];
-	char		nulls[8];
-	bool		isnull;
+	Datum		args[4];
+	char		nulls[4];
 
 	if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0 ||
 		!ij_owner_visible(ij_col_nn(0, 2)))
@@ -334,32 +392,32 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	a.id = attempt_id;
 	a.job_id = ij_col_nn(0, 1);
 	a.state = "superseded";
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = a.job_id;
-	args[1] = ij_col_nn(0, 2);
-	args[2] = attempt_id;
-	args[3] = ij_col(0, 3, &isnull);
-	if (isnull)
-		args[3] = Int64GetDatum(0);
-	args[4] = ij_col(0, 4, &isnull);
-	if (isnull)
-		args[4] = Int64GetDatum(0);
-	args[7] = ij_col(0, 5, &isnull);
-	nulls[7] = isnull ? 'n' : ' ';
 	out[1] = a.job_id;
-	out[2] = args[4];
-	outnull[3] = true;
 
-	sha = result_fingerprint(result, &nbytes);
-	args[5] = PointerGetDatum(sha);
-	args[6] = Int32GetDatum(nbytes);
+	sha = ij_result_fingerprint(result, &nbytes);
 	if (ij_exec(&race_sha, &attempt_id, NULL) == 1)
 	{
 		if (!bytea_datum_eq(ij_col_nn(0, 1), sha))
 			already_completed(&a);
+		ij_exec(&race_answer, &attempt_id, NULL);
+	}
+	else
+	{
+		memset(nulls, ' ', sizeof(nulls));
+		args[0] = attempt_id;
+		args[1] = PointerGetDatum(sha);
+		args[2] = Int32GetDatum(nbytes);
+		args[3] = JsonbPGetDatum(result);
+		nulls[3] = idemjob_keep_dropped_results ? ' ' : 'n';
+		if (ij_exec(&log_purged_race, args, nulls) == 0)
+			elog(ERROR, "the tombstone of attempt %s vanished", ij_uuid_str(attempt_id));
+		out[1] = ij_col_nn(0, 1);
+		out[2] = ij_col_nn(0, 2);
+		out[3] = ij_col(0, 3, &outnull[3]);
 		return true;
 	}
-	ij_exec(&log_purged_race, args, nulls);
+	out[2] = ij_col_nn(0, 1);
+	out[3] = ij_col(0, 2, &outnull[3]);
 	return true;
 }
 
@@ -445,7 +503,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	else if (a.has_sha)
 	{
 		/* I7: a loser or a rejected result again */
-		if (!bytea_datum_eq(a.sha, result_fingerprint(result, NULL)))
+		if (!bytea_datum_eq(a.sha, ij_result_fingerprint(result, NULL)))
 			already_completed(&a);
 		if (strcmp(a.state, "superseded") == 0)
 		{
@@ -485,10 +543,14 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		Datum		err = DirectFunctionCall2(jsonb_concat,
 											  JsonbPGetDatum(ij_note("contract_violation", NULL)),
 											  JsonbPGetDatum(violation));
+		int32		nbytes;
+		bytea	   *sha = ij_result_fingerprint(result, &nbytes);
 
+		/* audited as every result that is not committed: one race-log row */
+		log_dropped(&a, result, sha, nbytes, true, out, outnull);
 		args[0] = a.id;
 		args[1] = ij_text_datum("failed");
-		args[2] = PointerGetDatum(result_fingerprint(result, NULL));
+		args[2] = PointerGetDatum(sha);
 		args[3] = err;
 		/* keep_dropped_results: the rejected payload, for compensation */
 		args[4] = JsonbPGetDatum(result);

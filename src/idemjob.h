@@ -181,6 +181,9 @@ IJ_NORETURN extern void ij_not_started(IjAttempt *a, const char *verb, const cha
 extern void ij_route_advance(Datum job_id, Datum failed_provider);
 extern void ij_route_forget(const char *intent, const char *provider);
 
+/* commit.c: the race-log fingerprint of a result (SHA-256, bytes) */
+extern bytea *ij_result_fingerprint(Jsonb *result, int32 *nbytes);
+
 /* contracts.c */
 extern void ij_contracts_init(void);
 extern bool ij_contracts_any(void);

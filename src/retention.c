@@ -16,9 +16,11 @@
  * cancelled while its provider was working) is not purged either: its late
  * result must still find the attempt and leave its race-log row.  A
  * cancelled attempt can still report too, at any time: its id, read
- * version and provider, and the job's final version, stay in the job's
- * spent_keys row (open_attempts), where complete_attempt() finds them and
- * logs the late result as lost (commit.c).  C
+ * version, provider and cancellation time, and the job's intent, final
+ * version and winner (with its provider), stay in the job's spent_keys row
+ * (open_attempts), where complete_attempt() finds them and logs the late
+ * result as lost, with the race-log row it would have had before the
+ * purge (commit.c).  C
  * computes each request's SHA-256 (ij_request_sha256, shared with submit),
  * then one statement deletes the locked jobs (their attempts go by ON
  * DELETE CASCADE) and inserts a spent_keys row per deleted job.  Race-log
@@ -99,13 +101,18 @@ static IjPlan delete_doomed = {
 	"WITH del AS ("
 	"  DELETE FROM idemjob.jobs j"
 	"  WHERE j.id OPERATOR(pg_catalog.=) ANY ($1)"
-	"  RETURNING j.id, j.owner_id, j.idempotency_key, j.state, j.completed_at, j.version)"
+	"  RETURNING j.id, j.owner_id, j.idempotency_key, j.state, j.completed_at, j.version,"
+	"  j.intent, j.completed_by)"
 	" INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256,"
 	" job_id, final_state, completed_at, purged_at, open_attempts)"
 	" SELECT d.owner_id, d.idempotency_key, s.sha, d.id, d.state, d.completed_at,"
 	" pg_catalog.now(),"
 	" (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', a.id,"
-	"   'read_version', a.read_version, 'provider', a.provider, 'job_version', d.version))"
+	"   'read_version', a.read_version, 'provider', a.provider, 'job_version', d.version,"
+	"   'cancelled_at', a.finished_at, 'intent', d.intent,"
+	"   'winner_attempt_id', d.completed_by, 'winner_provider',"
+	"   (SELECT w.provider FROM idemjob.attempts w"
+	"    WHERE w.id OPERATOR(pg_catalog.=) d.completed_by)))"
 	"  FROM idemjob.attempts a WHERE a.job_id OPERATOR(pg_catalog.=) d.id"
 	"  AND a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state)"
 	" FROM del d JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"

@@ -513,7 +513,13 @@ load_bindings(void)
 		}
 
 		rel = table_open(bindings_relid, AccessShareLock);
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		/*
+		 * The latest snapshot, but in parallel mode (owner_visible() is
+		 * PARALLEL SAFE: a view's filter in a parallel scan, in each
+		 * worker) the statement's own, which is all a worker may take
+		 */
+		snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot()
+									: GetLatestSnapshot());
 		scan = table_beginscan(rel, snapshot, 0, NULL);
 		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
@@ -740,8 +746,9 @@ static const CapabilityGrant grants[] = {
 	{"EXECUTE ON FUNCTION idemjob.owner_visible(pg_catalog.text)", TO_MONITOR},
 	{"EXECUTE ON FUNCTION idemjob.provider_stats(pg_catalog.interval)", TO_MONITOR},
 	{"SELECT ON TABLE idemjob.jobs, idemjob.attempts, idemjob.race_log, idemjob.contracts, idemjob.certifications, idemjob.spent_keys, idemjob.capabilities, idemjob.owner_bindings, idemjob.retry_policies, idemjob.routes", TO_OPERATOR},
-	/* the operator views; i21 audit: idemjob.compensations joins this list */
+	/* the views a monitor reads; compensations (keys, payloads) is the operator's only */
 	{"SELECT ON TABLE idemjob.in_doubt, idemjob.queue_stats, idemjob.provider_stats, idemjob.retention_stats", TO_MONITOR},
+	{"SELECT ON TABLE idemjob.compensations", TO_OPERATOR},
 	{"EXECUTE ON FUNCTION idemjob.define_contract(pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.certify_provider(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb)", TO_ADMIN},
 	{"EXECUTE ON FUNCTION idemjob.revoke_provider(pg_catalog.text, pg_catalog.text, pg_catalog.text)", TO_ADMIN},

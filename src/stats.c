@@ -23,7 +23,8 @@
  * columns first; percentiles are rounded to 0.1 ms.  The statements run
  * as the extension's owner (the caller needs EXECUTE only, as the monitor
  * capability grants), and under an owner binding count the bound owner's
- * rows only.  A race-log row whose job was purged has no intent (NULL).
+ * rows only.  A race-log row keeps its intent after purge (since 1.2; a
+ * row logged before 1.2 whose job was purged has none: NULL).
  *
  * src/stats.c
  *
@@ -85,12 +86,8 @@ static IjPlan window_stats = {
 	" FROM a GROUP BY a.intent, a.provider"
 	"), r AS ("
 
-	/*
-	 * i21 audit: when race_log has its own intent column, read r.intent
-	 * here instead of the job's (kept after purge)
-	 */
-	" SELECT (SELECT j.intent FROM idemjob.jobs j"
-	"		  WHERE j.id OPERATOR(pg_catalog.=) r.job_id) AS intent,"
+	/* the row's own intent (1.2: kept after purge; the update filled it) */
+	" SELECT r.intent,"
 	"	 r.provider,"
 	"	pg_catalog.count(*) AS races_lost,"
 	"	pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY"

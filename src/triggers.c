@@ -161,7 +161,8 @@ static const GuardCol attempts_cols[A_NCOLS] = {
 enum
 {
 	R_LOGGED_AT, R_JOB_ID, R_OWNER, R_ATTEMPT_ID, R_WINNER, R_EXPECTED,
-	R_FOUND, R_REASON, R_SHA256, R_BYTES, R_LATE_BY, R_PROVIDER, R_NCOLS
+	R_FOUND, R_REASON, R_SHA256, R_BYTES, R_LATE_BY, R_PROVIDER,
+	R_INTENT, R_KEY, R_WINNER_PROVIDER, R_DROPPED_RESULT, R_NCOLS
 };
 static const GuardCol race_log_cols[R_NCOLS] = {
 	{"logged_at", TIMESTAMPTZOID}, {"job_id", UUIDOID},
@@ -169,7 +170,9 @@ static const GuardCol race_log_cols[R_NCOLS] = {
 	{"winner_attempt_id", UUIDOID}, {"expected_version", INT8OID},
 	{"found_version", INT8OID}, {"reason", TEXTOID},
 	{"result_sha256", BYTEAOID}, {"result_bytes", INT4OID},
-	{"late_by", INTERVALOID}, {"provider", TEXTOID}
+	{"late_by", INTERVALOID}, {"provider", TEXTOID},
+	{"intent", TEXTOID}, {"idempotency_key", TEXTOID},
+	{"winner_provider", TEXTOID}, {"dropped_result", JSONBOID}
 };
 
 /* contracts */
@@ -1221,31 +1224,59 @@ idemjob_race_log_guard(PG_FUNCTION_ARGS)
 	need(&g, R_JOB_ID);
 	check_name(&g, R_OWNER, false);
 	check_name(&g, R_PROVIDER, false);
+	/* since 1.2; NULL in rows of jobs purged before 1.2 */
+	check_name(&g, R_INTENT, true);
+	check_name(&g, R_KEY, true);
+	check_name(&g, R_WINNER_PROVIDER, true);
+	need(&g, R_ATTEMPT_ID);
+	if (!is_null(&g, R_WINNER) &&
+		!DatumGetBool(DirectFunctionCall2(uuid_ne, need(&g, R_WINNER),
+										  need(&g, R_ATTEMPT_ID))))
+		refuse(&g, "The attempt (attempt_id) cannot be its own winner.");
+	if (is_null(&g, R_WINNER) && !is_null(&g, R_WINNER_PROVIDER))
+		refuse(&g, "A winner_provider needs its winner (winner_attempt_id).");
 	reason = TextDatumGetCString(need(&g, R_REASON));
+	expected = int8_in_range(&g, R_EXPECTED, 0, PG_INT64_MAX - 1);
+	found = int8_in_range(&g, R_FOUND, 0, PG_INT64_MAX);
 	if (strcmp(reason, "slot_taken") == 0)
 	{
 		if (is_null(&g, R_WINNER))
 			refuse(&g, "Reason slot_taken names the winner (winner_attempt_id).");
-		if (!DatumGetBool(DirectFunctionCall2(uuid_ne, need(&g, R_WINNER),
-											  need(&g, R_ATTEMPT_ID))))
-			refuse(&g, "The loser (attempt_id) cannot be the winner.");
 	}
 	else if (strcmp(reason, "version_moved") == 0)
 	{
-		if (!is_null(&g, R_WINNER) || !is_null(&g, R_LATE_BY))
-			refuse(&g, "Reason version_moved has no winner_attempt_id and no late_by.");
+		if (!is_null(&g, R_WINNER))
+			refuse(&g, "Reason version_moved has no winner_attempt_id.");
+	}
+	else if (strcmp(reason, "rejected") == 0)
+	{
+		/* not a race: the contract refused it, the version may not have moved */
+		if (!is_null(&g, R_LATE_BY))
+			refuse(&g, "Reason rejected has no late_by.");
+		if (found < expected)
+			refuse(&g, "found_version " INT64_FORMAT " is before expected_version " INT64_FORMAT ".",
+				   found, expected);
 	}
 	else
-		refuse(&g, "Reason \"%s\" is not slot_taken or version_moved.",
+		refuse(&g, "Reason \"%s\" is not slot_taken, version_moved or rejected.",
 			   reason);
-	need(&g, R_ATTEMPT_ID);
-	expected = int8_in_range(&g, R_EXPECTED, 0, PG_INT64_MAX - 1);
-	found = int8_in_range(&g, R_FOUND, 0, PG_INT64_MAX);
-	if (found <= expected)
+	if (strcmp(reason, "rejected") != 0 && found <= expected)
 		refuse(&g, "A late result lost to a version that moved past the one it read: found_version " INT64_FORMAT " is not past expected_version " INT64_FORMAT ".",
 			   found, expected);
 	check_sha256(&g, R_SHA256);
 	int4_in_range(&g, R_BYTES, 1, PG_INT32_MAX);
+	if (!is_null(&g, R_DROPPED_RESULT))
+	{
+		/* the payload kept is the one fingerprinted */
+		int32		nbytes;
+		bytea	   *sha = ij_result_fingerprint(DatumGetJsonbP(need(&g, R_DROPPED_RESULT)),
+												&nbytes);
+
+		if (nbytes != DatumGetInt32(need(&g, R_BYTES)) ||
+			memcmp(VARDATA(sha), VARDATA_ANY(DatumGetByteaPP(need(&g, R_SHA256))),
+				   SHA256_BYTES) != 0)
+			refuse(&g, "Column \"dropped_result\" is not the result of result_sha256 and result_bytes.");
+	}
 
 	return trigger_result(fcinfo);
 }

@@ -8,6 +8,9 @@
 --                           reasons, contracts, certifications, one revoked
 --   k-scheduled             pending, run_at tomorrow, priority 5, max 3
 --   k-race-kept             a loser whose payload is kept (dropped_result)
+--   k-rejected-kept         a rejected result, its payload kept
+--   k-purged-3              purged, then its fenced attempt's late result
+--                           (race_log rows of all three reasons, 1.2)
 --   spent_keys              one raw row (o1, k-spent-raw), as a restore
 --                           writes it
 --   capabilities            app_client: client
@@ -29,6 +32,13 @@ SELECT id AS a FROM idemjob.start_attempt(:'j') \gset
 SELECT outcome FROM idemjob.complete_attempt(:'a', '{"tracking": "T-0"}') \gset
 SELECT job_id AS j FROM idemjob.submit('o1', 'k-purged-2', 'ship', '{"to": "Rome"}', 'p1') \gset
 SELECT state FROM idemjob.cancel_job(:'j', 'not needed') \gset
+-- k-purged-3: a fenced attempt answers after the purge (its race-log row
+-- written from the spent key's tombstone, with the job's intent and key)
+SELECT job_id AS j FROM idemjob.submit('o1', 'k-purged-3', 'ship', '{"to": "Kyiv"}', 'p1') \gset
+SELECT id AS late FROM idemjob.start_attempt(:'j') \gset
+SELECT state FROM idemjob.cancel_attempt(:'late', 'stuck', true) \gset
+SELECT id AS a FROM idemjob.start_attempt(:'j') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'a', '{"tracking": "T-3"}') \gset
 SELECT pg_sleep(0.01) \gset
 DO $$
 BEGIN
@@ -38,6 +48,15 @@ EXCEPTION WHEN internal_error THEN
 	NULL;
 END
 $$;
+
+-- (1.1 answered it IJ006, and logged nothing)
+CREATE FUNCTION pg_temp.late(a uuid, r jsonb) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN (SELECT c.outcome FROM idemjob.complete_attempt(a, r) c);
+EXCEPTION WHEN sqlstate 'IJ006' THEN
+	RETURN 'IJ006';
+END $$;
+SELECT pg_temp.late(:'late', '{"tracking": "T-late"}') \gset
 
 \ir ../upgrade/fill.sql
 SET client_min_messages = warning;
@@ -52,6 +71,10 @@ SELECT state FROM idemjob.cancel_attempt(:'a1', 'stuck', true) \gset
 SELECT id AS a2 FROM idemjob.start_attempt(:'j') \gset
 SELECT outcome FROM idemjob.complete_attempt(:'a2', '{"ok": true, "ref": "r-12"}') \gset
 SELECT outcome FROM idemjob.complete_attempt(:'a1', '{"ok": true, "ref": "late-12"}') \gset
+-- a rejected result kept (1.2: its race-log row, with the payload)
+SELECT job_id AS j FROM idemjob.submit('o1', 'k-rejected-kept', 'pay', '{"amount": 14}', 'p1') \gset
+SELECT id AS a1 FROM idemjob.start_attempt(:'j') \gset
+SELECT outcome FROM idemjob.complete_attempt(:'a1', '{"ok": "no", "ref": "rj-14"}') \gset
 RESET idemjob.keep_dropped_results;
 
 -- a spent key as a restore writes it: raw INSERT by a superuser

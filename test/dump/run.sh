@@ -96,8 +96,12 @@ checks "source: jobs in every state" $src \
 	"SELECT array_agg(DISTINCT state ORDER BY state) = enum_range(NULL::idemjob.job_state) FROM idemjob.jobs"
 checks "source: attempts in every state" $src \
 	"SELECT array_agg(DISTINCT state ORDER BY state) = enum_range(NULL::idemjob.attempt_state) FROM idemjob.attempts"
-checks "source: race_log rows of both reasons" $src \
-	"SELECT array_agg(DISTINCT reason ORDER BY reason) = '{slot_taken,version_moved}' FROM idemjob.race_log"
+checks "source: race_log rows of the three reasons, standing alone (intent, key, a kept payload, a late result after purge)" $src \
+	"SELECT array_agg(DISTINCT reason ORDER BY reason) = '{rejected,slot_taken,version_moved}'
+	    AND bool_and(intent IS NOT NULL AND idempotency_key IS NOT NULL)
+	    AND count(*) FILTER (WHERE dropped_result IS NOT NULL) = 2
+	    AND count(*) FILTER (WHERE idempotency_key = 'k-purged-3' AND winner_provider = 'p1') = 1
+	 FROM idemjob.race_log"
 checks "source: rows in each of the 10 idemjob tables" $src \
 	"SELECT count(*) = 10 AND bool_and(n > 0) FROM ij_check.table_md5()"
 checks "source: a revoked certification, a capability" $src \

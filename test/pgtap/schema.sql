@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(116);
+SELECT plan(121);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -58,11 +58,18 @@ SELECT is(
 SELECT has_table('idemjob', 'race_log', 'race_log');
 SELECT columns_are('idemjob', 'race_log', ARRAY['logged_at', 'job_id', 'owner_id', 'attempt_id',
 	'winner_attempt_id', 'expected_version', 'found_version', 'reason', 'result_sha256',
-	'result_bytes', 'late_by', 'provider']);
+	'result_bytes', 'late_by', 'provider', 'intent', 'idempotency_key', 'winner_provider',
+	'dropped_result']);
 SELECT hasnt_fk('idemjob', 'race_log', 'race-log rows outlive their job: no foreign key');
 SELECT col_type_is('idemjob', 'race_log', 'result_sha256', 'bytea', 'idemjob.race_log.result_sha256.bytea');
 SELECT col_type_is('idemjob', 'race_log', 'late_by', 'interval', 'idemjob.race_log.late_by.interval');
-SELECT hasnt_column('idemjob', 'race_log', 'result', 'the race log never keeps a payload');
+SELECT hasnt_column('idemjob', 'race_log', 'result', 'the race log keeps no committed result');
+-- since 1.2 (issue 21): rows that stand alone, read by owner and by intent over time
+SELECT has_index('idemjob', 'race_log', 'race_log_owner_logged_at', ARRAY['owner_id', 'logged_at'],
+	'race-log rows of an owner, in time order');
+SELECT has_index('idemjob', 'race_log', 'race_log_intent_logged_at', ARRAY['intent', 'logged_at'],
+	'race-log rows of an intent, in time order');
+SELECT col_type_is('idemjob', 'race_log', 'dropped_result', 'jsonb', 'idemjob.race_log.dropped_result.jsonb');
 
 SELECT has_table('idemjob', 'contracts', 'contracts');
 SELECT col_is_pk('idemjob', 'contracts', 'intent', 'idemjob.contracts.intent');
@@ -94,7 +101,7 @@ SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key'], 
 SELECT has_view('idemjob', 'in_doubt', 'in_doubt');
 SELECT columns_are('idemjob', 'in_doubt', ARRAY['job_id', 'owner_id', 'intent', 'attempt_id',
 	'attempt_no', 'provider', 'worker', 'state', 'started_at', 'deadline', 'unknown_at',
-	'in_doubt_since', 'age']);
+	'in_doubt_since', 'age', 'reason']);
 SELECT has_view('idemjob', 'queue_stats', 'queue_stats');
 SELECT columns_are('idemjob', 'queue_stats', ARRAY['intent', 'due', 'scheduled', 'running',
 	'in_doubt', 'oldest_due_age']);
@@ -123,6 +130,13 @@ SELECT is(array_to_string(ARRAY(SELECT a.privilege_type || ' ' || o.obj
 		JOIN pg_proc p ON p.oid = o.oid CROSS JOIN aclexplode(p.proacl) a
 		WHERE a.grantee = 0 ORDER BY 1), ','), '',
 	'PUBLIC may not call provider_stats(since) or owner_visible');
+
+-- since 1.2 (issue 21): one row per result that was not committed
+SELECT has_view('idemjob', 'compensations', 'compensations');
+SELECT columns_are('idemjob', 'compensations', ARRAY['logged_at', 'job_id', 'owner_id',
+	'idempotency_key', 'intent', 'provider', 'attempt_id', 'reason', 'winner_attempt_id',
+	'winner_provider', 'late_by', 'result_sha256', 'result_bytes', 'dropped_result',
+	'expected_version', 'found_version']);
 
 -- guard triggers (I8)
 SELECT has_trigger('idemjob', 'jobs', 'jobs_guard', 'idemjob.jobs.jobs_guard');

@@ -142,11 +142,12 @@ WHERE j.result::text IS DISTINCT FROM w.sent::text
 
 -- ---------------------------------------------------------------- losers and the race log
 INSERT INTO soak_check (check_name, violations)
-SELECT 'every superseded attempt has exactly one race_log row', count(*)
+SELECT 'every superseded or rejected attempt has exactly one race_log row', count(*)
 FROM idemjob.attempts a
 LEFT JOIN (SELECT attempt_id, count(*) AS n FROM idemjob.race_log GROUP BY 1) r
 	ON r.attempt_id = a.id
-WHERE (a.state = 'superseded') <> (coalesce(r.n, 0) = 1)
+WHERE (a.state = 'superseded'
+	   OR (a.state = 'failed' AND a.error->>'code' = 'contract_violation')) <> (coalesce(r.n, 0) = 1)
    OR coalesce(r.n, 0) > 1;
 
 INSERT INTO soak_check (check_name, violations)
@@ -154,7 +155,7 @@ SELECT 'race_log sha256 and size match what the loser sent', count(*)
 FROM idemjob.race_log r
 LEFT JOIN LATERAL (SELECT h.sent->'result' AS sent FROM ok h
 				   WHERE h.fn = 'complete_attempt' AND h.attempt_id = r.attempt_id
-					 AND h.answer->>'outcome' = 'lost'
+					 AND h.answer->>'outcome' IN ('lost', 'rejected')
 				   ORDER BY h.seq LIMIT 1) l ON true
 WHERE l.sent IS NULL
    OR r.result_sha256 <> sha256(convert_to(l.sent::text, 'UTF8'))
@@ -164,10 +165,18 @@ INSERT INTO soak_check (check_name, violations)
 SELECT 'race_log reason, winner and versions consistent', count(*)
 FROM idemjob.race_log r JOIN idemjob.jobs j ON j.id = r.job_id
 WHERE NOT (
-	(r.reason = 'slot_taken' AND r.winner_attempt_id = j.completed_by AND r.late_by IS NOT NULL)
-	OR (r.reason = 'version_moved' AND r.winner_attempt_id IS NULL AND r.late_by IS NULL))
-   OR r.found_version <= r.expected_version
-   OR r.owner_id <> j.owner_id;
+	(r.reason = 'slot_taken' AND r.winner_attempt_id = j.completed_by AND r.late_by >= '0')
+	OR (r.reason = 'version_moved' AND r.winner_attempt_id IS NULL AND r.late_by >= '0')
+	OR (r.reason = 'rejected' AND r.late_by IS NULL
+		AND (r.winner_attempt_id IS NULL OR r.winner_attempt_id = j.completed_by)
+		AND r.found_version >= r.expected_version))
+   OR (r.reason <> 'rejected' AND r.found_version <= r.expected_version)
+   OR r.owner_id <> j.owner_id
+   -- since 1.2 the row stands alone: the job's intent and key, both providers
+   OR r.intent IS DISTINCT FROM j.intent
+   OR r.idempotency_key IS DISTINCT FROM j.idempotency_key
+   OR r.winner_provider IS DISTINCT FROM
+		(SELECT w.provider FROM idemjob.attempts w WHERE w.id = r.winner_attempt_id);
 
 INSERT INTO soak_check (check_name, violations)
 SELECT 'lost/rejected answers agree with the stored attempt', count(*)
@@ -411,6 +420,15 @@ SELECT 'every lost answer has exactly one race_log row (purged jobs too)', count
 FROM (SELECT DISTINCT attempt_id FROM ok
 	  WHERE fn = 'complete_attempt' AND answer->>'outcome' = 'lost') h
 LEFT JOIN (SELECT attempt_id, count(*) AS n FROM idemjob.race_log GROUP BY 1) r
+	ON r.attempt_id = h.attempt_id
+WHERE coalesce(r.n, 0) <> 1;
+
+INSERT INTO soak_check (check_name, violations)
+SELECT 'every rejected answer has exactly one race_log row (purged jobs too)', count(*)
+FROM (SELECT DISTINCT attempt_id FROM ok
+	  WHERE fn = 'complete_attempt' AND answer->>'outcome' = 'rejected') h
+LEFT JOIN (SELECT attempt_id, count(*) AS n FROM idemjob.race_log
+		   WHERE reason = 'rejected' GROUP BY 1) r
 	ON r.attempt_id = h.attempt_id
 WHERE coalesce(r.n, 0) <> 1;
 

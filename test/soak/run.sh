@@ -191,7 +191,7 @@ for c in "one job per (owner, key)|0" \
 	"at most one succeeded attempt per job|1" \
 	"stored result byte-identical to what the winner sent|1" \
 	"no committed result ever overwritten (every read saw the final result)|1" \
-	"every superseded attempt has exactly one race_log row|1" \
+	"every superseded or rejected attempt has exactly one race_log row|1" \
 	"race_log sha256 and size match what the loser sent|1" \
 	"unexpected errors (none allowed)|1" \
 	"never two attempts of a job in doubt at once (history of worker jobs)|1" \

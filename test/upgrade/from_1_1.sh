@@ -114,6 +114,15 @@ check "every 1.1 row unchanged on the 1.1 columns, in all 7 tables" $db \
 	                    UNION ALL
 	                    (SELECT tab, r FROM ij_check.rows WHERE tag = 'after'
 	                     EXCEPT ALL SELECT tab, r FROM ij_check.rows WHERE tag = 'before'))"
+check "1.2: the 1.1 race-log rows got intent and key from their jobs, the winner's provider, and the payload an attempt kept" $db \
+	"SELECT count(*) >= 3 AND bool_and(r.intent = j.intent AND r.idempotency_key = j.idempotency_key
+	        AND r.winner_provider IS NOT DISTINCT FROM w.provider
+	        AND r.dropped_result IS NOT DISTINCT FROM a.dropped_result)
+	    AND count(*) FILTER (WHERE r.dropped_result IS NOT NULL) = 1
+	    AND NOT bool_or(r.reason = 'rejected')
+	 FROM idemjob.race_log r JOIN idemjob.jobs j ON j.id = r.job_id
+	    JOIN idemjob.attempts a ON a.id = r.attempt_id
+	    LEFT JOIN idemjob.attempts w ON w.id = r.winner_attempt_id"
 nothing_for() {	# nothing_for ROLE: no privilege on anything of the schema
 	echo "SELECT NOT EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = 'idemjob'::regnamespace
 	                         AND has_table_privilege('$1', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))

@@ -164,6 +164,12 @@ check "race_log.provider = the loser attempt's provider (p2 for the failover los
 	"SELECT count(*) = 2 AND bool_and(r.provider = a.provider)
 	    AND bool_or(r.reason = 'slot_taken' AND r.provider = 'p2')
 	 FROM idemjob.race_log r JOIN idemjob.attempts a ON a.id = r.attempt_id"
+check "1.2: race_log.intent, idempotency_key and winner_provider filled from the job and the winner; no dropped_result (1.0 kept none)" $db \
+	"SELECT count(*) = 2 AND bool_and(r.intent = j.intent AND r.idempotency_key = j.idempotency_key
+	        AND r.winner_provider IS NOT DISTINCT FROM w.provider AND r.dropped_result IS NULL)
+	    AND bool_or(r.winner_provider IS NOT NULL)
+	 FROM idemjob.race_log r JOIN idemjob.jobs j ON j.id = r.job_id
+	    LEFT JOIN idemjob.attempts w ON w.id = r.winner_attempt_id"
 check "race_log has no foreign key to jobs any more" $db \
 	"SELECT NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'idemjob.race_log'::regclass AND contype = 'f')"
 check "spent_keys, capabilities, owner_bindings, retry_policies and routes exist, empty, dumped with the extension" $db \
