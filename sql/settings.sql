@@ -1,6 +1,9 @@
 -- settings: the duration settings' units, the retry backoff's bound, and
 -- the LOG lines of grants, bindings and purges (docs/reference.md#settings)
 \set VERBOSITY sqlstate
+-- the settings exist once the library is loaded: at a session's first
+-- idemjob call, or at server start with shared_preload_libraries
+LOAD 'idemjob';
 
 -- the defaults, as SHOW writes them
 SELECT name, setting, boot_val, context FROM pg_settings
