@@ -90,10 +90,12 @@ extern int	ij_switch_depth(void);
 extern Oid	ij_extension_owner(void);
 extern void ij_check_version(void);
 /*
- * The first line of every SQL-callable function (a declaration, so that it
- * runs before the others' initializers read an argument): the SQL objects
- * must be at the library's version (55000 naming ALTER EXTENSION idemjob
- * UPDATE), or an older function's fewer arguments would be read.
+ * The first line of every SQL-callable function (a declaration, so that
+ * it runs before the other declarations' initializers read an argument):
+ * the SQL objects must be at the library's version (55000 naming ALTER
+ * EXTENSION idemjob UPDATE), or an older function's fewer arguments would
+ * be read.  Not in validate() and uuid_v7(), which read no table and take
+ * the same arguments in every version, nor in the triggers.
  */
 #define IJ_ENTRY() int ij_entry_ pg_attribute_unused() = (ij_check_version(), 0)
 extern void ij_switch_user(void);
