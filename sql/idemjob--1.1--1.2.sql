@@ -11,6 +11,14 @@
 --
 
 --
+-- Lock order.  Every lock the update takes is held until it commits, so
+-- a statement that reads a large table (an index build, a fill) comes
+-- before the first ALTER TABLE of jobs or attempts, whose ACCESS EXCLUSIVE
+-- lock stops even readers: after it only catalog changes follow.  1.1 ->
+-- 1.2 holds it on jobs and attempts for under 10 ms at 1M jobs
+-- (bench/upgrade_locks.sh measures it; docs/operations.md#upgrading).
+--
+--
 -- The schema belongs to the extension's owner, and holds nothing the
 -- extension did not put there.  The functions run as that owner (and the
 -- sweeper calls them): a schema made before CREATE EXTENSION by a role
@@ -190,7 +198,8 @@ CREATE TABLE idemjob.retry_policies (
 		(max_attempts OPERATOR(pg_catalog.>=) 1),
 	CONSTRAINT retry_policies_backoff_check CHECK
 		(retry_backoff OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval
-		 AND retry_backoff_max OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval),
+		 AND retry_backoff_max OPERATOR(pg_catalog.>=) '0'::pg_catalog.interval
+		 AND retry_backoff OPERATOR(pg_catalog.<=) retry_backoff_max),
 	CONSTRAINT retry_policies_fence_check CHECK
 		(fence_unknown_after OPERATOR(pg_catalog.>) '0'::pg_catalog.interval)
 );
@@ -208,6 +217,19 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON TABLE idemjob.retry_policies FROM PUBLIC;
 REVOKE ALL ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4,
 	pg_catalog.interval, pg_catalog.interval, pg_catalog.interval) FROM PUBLIC;
+
+--
+-- purge() deletes a final job with its attempts; a cancelled attempt can
+-- still report, and its late result then found nothing (IJ006, no race-log
+-- row: I10 broken).  The job's spent_keys row keeps what that result needs
+-- (the attempt's id, read version and provider, the job's final version),
+-- and complete_attempt() logs it as lost.  (Before the first ALTER TABLE
+-- of jobs or attempts: the index build scans spent_keys, and every lock
+-- is held until the update commits; see "Lock order" above.)
+--
+ALTER TABLE idemjob.spent_keys ADD COLUMN open_attempts pg_catalog.jsonb;
+CREATE INDEX spent_keys_open_attempts ON idemjob.spent_keys
+	USING gin (open_attempts pg_catalog.jsonb_path_ops) WHERE open_attempts IS NOT NULL;
 
 --
 -- Two-phase claim.  claim(..., lease => true) starts each attempt with a
@@ -360,17 +382,6 @@ FROM idemjob.attempts a
 	JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id
 WHERE idemjob.owner_visible(a.owner_id)
 GROUP BY j.intent, a.provider;
-
---
--- purge() deletes a final job with its attempts; a cancelled attempt can
--- still report, and its late result then found nothing (IJ006, no race-log
--- row: I10 broken).  The job's spent_keys row keeps what that result needs
--- (the attempt's id, read version and provider, the job's final version),
--- and complete_attempt() logs it as lost.
---
-ALTER TABLE idemjob.spent_keys ADD COLUMN open_attempts pg_catalog.jsonb;
-CREATE INDEX spent_keys_open_attempts ON idemjob.spent_keys
-	USING gin (open_attempts pg_catalog.jsonb_path_ops) WHERE open_attempts IS NOT NULL;
 
 --
 -- A column added to (or dropped from, renamed, retyped in) one of these

@@ -49,11 +49,19 @@ SELECT pg_temp.fail_once('rb'), pg_temp.job_of('rb-1');
 SELECT round(extract(epoch FROM run_at - now()) / 60) AS due_in_minutes
 FROM idemjob.jobs WHERE idempotency_key = 'rb-1';
 SELECT count(*) AS claimable_now FROM idemjob.claim('w', ARRAY['rb']);
+-- a policy's backoff longer than its maximum is refused (22023), and the
+-- table refuses it too; one longer than the setting it falls back to is
+-- capped at that maximum when it is used
 SELECT intent FROM idemjob.set_retry_policy('rb', 5, '3 minutes', '2 minutes');
+INSERT INTO idemjob.retry_policies (intent, retry_backoff, retry_backoff_max)
+	VALUES ('rb-raw', '3 minutes', '2 minutes');
+SET idemjob.retry_backoff_max = '2min';
+SELECT intent FROM idemjob.set_retry_policy('rb', 5, '3 minutes', NULL);
 SELECT job_id IS NOT NULL AS submitted FROM idemjob.submit('o', 'rb-2', 'rb', '{}');
 SELECT pg_temp.fail_once('rb'), pg_temp.job_of('rb-2');
 SELECT round(extract(epoch FROM run_at - now()) / 60) AS due_in_minutes
 FROM idemjob.jobs WHERE idempotency_key = 'rb-2';
+RESET idemjob.retry_backoff_max;
 
 -- no policy, or a NULL in it: the settings
 SET idemjob.retry_backoff = '0';

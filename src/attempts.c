@@ -432,6 +432,7 @@ set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
 Datum
 idemjob_start_attempt(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		job_id;
 	text	   *provider;
 	text	   *worker;
@@ -595,6 +596,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 Datum
 idemjob_fail_attempt(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	IjAttempt	a;
 	Jsonb	   *error;
 	bool		retryable;
@@ -645,6 +647,7 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 Datum
 idemjob_mark_unknown(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	IjAttempt	a;
 	Jsonb	   *note;
 	Datum		result;
@@ -681,6 +684,7 @@ idemjob_mark_unknown(PG_FUNCTION_ARGS)
 Datum
 idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	IjAttempt	a;
 	Jsonb	   *note;
 	bool		fence;
@@ -735,6 +739,7 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 Datum
 idemjob_expire_attempts(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	/* a bound caller: its own only */
 	PG_RETURN_INT32(ij_expire_attempts(ij_bound_owner()));
 }
@@ -987,6 +992,7 @@ fence_by_policy(Datum *owner, const char *nulls)
 Datum
 idemjob_begin_attempt(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	IjAttempt	a;
 	Datum		id;
 	Datum		result;
@@ -1039,6 +1045,7 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 Datum
 idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	text	   *owner;
 	Datum		args[2];
 	char		nulls[2] = {' ', ' '};
@@ -1086,17 +1093,20 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 int32
 ij_expire_attempts(text *owner)
 {
-	int32		n;
+	int32		released;
+	int32		expired;
+	int32		fenced;
 	Datum		arg = PointerGetDatum(owner);
 	const char *nulls = owner ? NULL : "n";
 
 	ij_connect();
-	n = release_leases(&arg, nulls);
+	released = release_leases(&arg, nulls);
 	ij_exec(&expire, &arg, nulls);
-	n += DatumGetInt32(ij_col_nn(0, 1));
-	n += fence_by_policy(&arg, nulls);
+	expired = DatumGetInt32(ij_col_nn(0, 1));
+	fenced = fence_by_policy(&arg, nulls);
 	ij_finish();
-	return n;
+	ij_log_pass(IJ_LOG_SWEEPER, released, expired, fenced);
+	return released + expired + fenced;
 }
 
 /*
@@ -1143,6 +1153,7 @@ backoff_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 Datum
 idemjob_set_retry_policy(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		args[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum		result;
@@ -1156,6 +1167,13 @@ idemjob_set_retry_policy(PG_FUNCTION_ARGS)
 				 errhint("Pass NULL to use idemjob.max_attempts.")));
 	backoff_arg(fcinfo, 2, "retry_backoff");
 	backoff_arg(fcinfo, 3, "retry_backoff_max");
+	if (!PG_ARGISNULL(2) && !PG_ARGISNULL(3) &&
+		DatumGetBool(DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(2),
+										 PG_GETARG_DATUM(3))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"retry_backoff\" must not be longer than \"retry_backoff_max\""),
+				 errhint("With one of them NULL, the delay is capped at the longest one when it is used.")));
 	if (!PG_ARGISNULL(4))
 	{
 		Interval	zero;

@@ -73,6 +73,7 @@ read_job(Datum job_id)
 Datum
 idemjob_job(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		result;
 
 	ij_require(fcinfo, 0, "job_id");
@@ -89,6 +90,7 @@ idemjob_job(PG_FUNCTION_ARGS)
 Datum
 idemjob_await_job(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		job_id;
 	Interval   *timeout;
 	Interval	zero;

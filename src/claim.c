@@ -240,6 +240,7 @@ materialize(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 Datum
 idemjob_claim(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	text	   *worker;
 	int32		max_jobs;
 	Interval   *timeout;
@@ -379,6 +380,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 Datum
 idemjob_heartbeat(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	IjAttempt	a;
 	Interval   *extend;
 	Datum		args[2];

@@ -428,6 +428,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 Datum
 idemjob_complete_attempt(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	IjAttempt	a;
 	Jsonb	   *result;
 	Jsonb	   *violation = NULL;

@@ -350,6 +350,7 @@ ij_provider_certified(const char *intent, const char *provider)
 Datum
 idemjob_define_contract(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	text	   *intent;
 	Jsonb	   *schema;
 	Datum		args[2];
@@ -419,6 +420,7 @@ no_contract(const char *intent)
 Datum
 idemjob_certify_provider(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	text	   *intent;
 	text	   *provider;
 	Jsonb	   *evidence;
@@ -458,6 +460,7 @@ idemjob_certify_provider(PG_FUNCTION_ARGS)
 Datum
 idemjob_revoke_provider(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	text	   *intent;
 	text	   *provider;
 	Datum		args[3];

@@ -22,6 +22,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/detoast.h"
 #include "access/xact.h"
 #include "common/hashfn.h"
@@ -30,10 +32,12 @@
 #include "libpq/libpq-be.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/dest.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/jsonb.h"
@@ -128,18 +132,277 @@ idemjob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * Durations.  The eight time settings are strings read by
+ * parse_duration(): '0', a number with one of PostgreSQL's time units
+ * ('500ms', '30s', '5min', '1h', '90d', as postgresql.conf takes them), or
+ * an interval as PostgreSQL's interval input reads it ('90 days',
+ * '1 hour 30 minutes', 'PT5M'; a month counts 30 days).  A number without
+ * a unit other than 0 is refused: 1.1's integer settings read it in their
+ * own unit (milliseconds for most, seconds for key_retention), a trap that
+ * now fails loudly.  SHOW writes a value as it was set.  The check hooks
+ * never throw: the interval is decoded with the non-throwing
+ * ParseDateTime/DecodeInterval that interval_in itself calls.
+ */
+typedef struct DurationSetting
+{
+	const char *name;
+	const char *short_desc;
+	const char *long_desc;
+	int		   *var;			/* the value, in unit */
+	const char *boot;			/* the default, as SHOW writes it */
+	int			unit;			/* GUC_UNIT_MS or GUC_UNIT_S */
+	int			min;
+	int			max;
+	GucContext	context;
+} DurationSetting;
+
+enum
+{
+	D_ATTEMPT_TIMEOUT,
+	D_RETRY_BACKOFF,
+	D_RETRY_BACKOFF_MAX,
+	D_KEY_RETENTION,
+	D_PURGE_PAUSE,
+	D_MAX_WAIT,
+	D_CLAIM_LEASE,
+	D_SWEEPER_INTERVAL,
+	N_DURATIONS
+};
+
+static const DurationSetting durations[N_DURATIONS] = {
+	[D_ATTEMPT_TIMEOUT] = {"idemjob.attempt_timeout",
+		"Deadline given to an attempt started without a timeout.",
+		"0 means no deadline. A duration with a unit ('5min') or an interval ('5 minutes').",
+	&idemjob_attempt_timeout_ms, "5min", GUC_UNIT_MS, 0, INT_MAX, PGC_USERSET},
+	[D_RETRY_BACKOFF] = {"idemjob.retry_backoff",
+		"Delay before the first retry of a failed or rejected attempt; it doubles with each attempt.",
+		"0 retries at once. At most idemjob.retry_backoff_max (SET refuses more; elsewhere the delay is capped).",
+	&idemjob_retry_backoff_ms, "1s", GUC_UNIT_MS, 0, INT_MAX, PGC_SUSET},
+	[D_RETRY_BACKOFF_MAX] = {"idemjob.retry_backoff_max",
+		"Longest delay before a retry.",
+		"At least idemjob.retry_backoff (SET refuses less).",
+	&idemjob_retry_backoff_max_ms, "1h", GUC_UNIT_MS, 0, INT_MAX, PGC_SUSET},
+	[D_KEY_RETENTION] = {"idemjob.key_retention",
+		"How long purge() keeps the spent key of a purged job.",
+		"0 keeps spent keys forever. A duration with a unit ('90d') or an interval ('90 days').",
+	&idemjob_key_retention_s, "0", GUC_UNIT_S, 0, INT_MAX, PGC_SUSET},
+	[D_PURGE_PAUSE] = {"idemjob.purge_pause",
+		"Pause of purge() after each 1,000 jobs it deletes, to leave the CPU to other work.",
+		"0 purges without a pause.",
+	&idemjob_purge_pause_ms, "0", GUC_UNIT_MS, 0, 10000, PGC_SUSET},
+	[D_MAX_WAIT] = {"idemjob.max_wait",
+		"Longest wait of claim(wait) and await_job(timeout); longer ones end then.",
+		"A waiting call holds its snapshot for as long as it waits. 0: no call waits.",
+	&idemjob_max_wait_ms, "1min", GUC_UNIT_MS, 0, INT_MAX, PGC_SUSET},
+	[D_CLAIM_LEASE] = {"idemjob.claim_lease",
+		"Time a worker has to confirm an attempt taken by claim(lease => true) before it is released.",
+		"The worker confirms with begin_attempt() immediately before it calls the provider; an attempt not confirmed by then was never sent.",
+	&idemjob_claim_lease_ms, "5s", GUC_UNIT_MS, 1, INT_MAX, PGC_USERSET},
+	[D_SWEEPER_INTERVAL] = {"idemjob.sweeper_interval",
+		"How often the sweeper runs expire_attempts() (with idemjob in shared_preload_libraries).",
+		"0 turns the sweeper off.",
+	&idemjob_sweeper_interval_ms, "1s", GUC_UNIT_MS, 0, INT_MAX, PGC_SIGHUP},
+};
+
+/* the settings' strings, owned by the GUC machinery */
+static char *duration_strings[N_DURATIONS];
+
+/* v (in unit) as SHOW writes an integer setting of that unit: 0, 90d, 1500ms */
+static void
+format_duration(char *buf, size_t len, int64 v, int unit)
+{
+	static const struct
+	{
+		const char *name;
+		int64		ms;
+	}			units[] = {{"d", 86400000}, {"h", 3600000}, {"min", 60000}, {"s", 1000}, {"ms", 1}};
+	int64		ms = unit == GUC_UNIT_S ? v * 1000 : v;
+	size_t		i;
+
+	if (v == 0)
+	{
+		snprintf(buf, len, "0");
+		return;
+	}
+	for (i = 0; i < lengthof(units); i++)
+		if (ms % units[i].ms == 0)
+		{
+			snprintf(buf, len, INT64_FORMAT "%s", ms / units[i].ms, units[i].name);
+			return;
+		}
+}
+
+/*
+ * value as a duration in unit (rounded), or false with GUC_check_errdetail
+ * set.  Never throws.
+ */
+static bool
+parse_duration(const char *value, int unit, int64 *result)
+{
+	char	   *end;
+	double		num;
+	int			ival;
+	const char *hintmsg = NULL;
+	char		workbuf[MAXDATELEN + 1];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype = 0;
+	int			dterr;
+	struct pg_itm_in itm;
+	Interval	iv;
+	double		us;
+
+	/* a bare number: only 0 */
+	num = strtod(value, &end);
+	if (end != value && !isinf(num) && !isnan(num))
+	{
+		while (isspace((unsigned char) *end))
+			end++;
+		if (*end == '\0')
+		{
+			if (num == 0)
+			{
+				*result = 0;
+				return true;
+			}
+			GUC_check_errdetail("A duration needs a unit: a number alone is refused (1.1 read it in %s).",
+								unit == GUC_UNIT_S ? "seconds" : "milliseconds");
+			GUC_check_errhint("Write it with a unit, as in '30s', '500ms' or '90d', or as an interval, as in '90 days'.");
+			return false;
+		}
+	}
+	/* a number with a unit, as postgresql.conf takes an integer setting's */
+	if (parse_int(value, &ival, unit, &hintmsg))
+	{
+		*result = ival;
+		return true;
+	}
+	/* an interval, as interval_in reads it (without throwing) */
+	dterr = ParseDateTime(value, workbuf, sizeof(workbuf), field, ftype,
+						  MAXDATEFIELDS, &nf);
+	if (dterr == 0)
+		dterr = DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE, &dtype, &itm);
+	if (dterr == DTERR_BAD_FORMAT && strlen(value) < sizeof(workbuf))
+	{
+		strlcpy(workbuf, value, sizeof(workbuf));
+		dterr = DecodeISO8601Interval(workbuf, &dtype, &itm);
+	}
+	if (dterr != 0 || dtype != DTK_DELTA || itmin2interval(&itm, &iv) != 0)
+	{
+		GUC_check_errdetail("A duration is a number with a unit (us, ms, s, min, h, d) or an interval.");
+		GUC_check_errhint("For example '500ms', '30s', '5min', '90d' or '90 days'.");
+		return false;
+	}
+	us = (double) iv.time + (double) iv.day * USECS_PER_DAY +
+		(double) iv.month * DAYS_PER_MONTH * USECS_PER_DAY;
+	us = rint(us / (unit == GUC_UNIT_S ? USECS_PER_SEC : 1000));
+	/* out of int's range: out of the setting's, which check_duration says */
+	*result = (int64) Max(Min(us, (double) PG_INT64_MAX / 2), (double) PG_INT64_MIN / 2);
+	return true;
+}
+
+static bool
+check_duration(int i, char **newval, GucSource source)
+{
+	const DurationSetting *d = &durations[i];
+	int64		v;
+	char		lo[32],
+				hi[32];
+
+	if (*newval == NULL || !parse_duration(*newval, d->unit, &v))
+		return false;
+	if (v < d->min || v > d->max)
+	{
+		format_duration(lo, sizeof(lo), d->min, d->unit);
+		format_duration(hi, sizeof(hi), d->max, d->unit);
+		GUC_check_errdetail("%s must be between %s and %s.", d->name, lo, hi);
+		return false;
+	}
+
+	/*
+	 * retry_backoff <= retry_backoff_max, where both are known: in a SET
+	 * (or set_config(), or a function's SET clause), against the other's
+	 * value in this session.  A configuration file, ALTER SYSTEM, ALTER
+	 * ROLE/DATABASE ... SET and the connection's options set them one at
+	 * a time, in an order no hook can see; there the retry delay is capped
+	 * at retry_backoff_max when it is used (attempts.c).
+	 */
+	if (source == PGC_S_SESSION && (i == D_RETRY_BACKOFF || i == D_RETRY_BACKOFF_MAX))
+	{
+		int64		backoff = i == D_RETRY_BACKOFF ? v : idemjob_retry_backoff_ms;
+		int64		max = i == D_RETRY_BACKOFF_MAX ? v : idemjob_retry_backoff_max_ms;
+
+		if (backoff > max)
+		{
+			format_duration(lo, sizeof(lo), backoff, GUC_UNIT_MS);
+			format_duration(hi, sizeof(hi), max, GUC_UNIT_MS);
+			GUC_check_errdetail("idemjob.retry_backoff (%s) must not be longer than idemjob.retry_backoff_max (%s).",
+								lo, hi);
+			GUC_check_errhint("Set idemjob.retry_backoff_max first when you raise both.");
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+assign_duration(int i, const char *newval)
+{
+	int64		v = 0;
+
+	/* checked already: parses the same way again */
+	if (newval != NULL && parse_duration(newval, durations[i].unit, &v))
+		*durations[i].var = (int) v;
+}
+
+#define DURATION_HOOKS(i) \
+static bool \
+check_duration_##i(char **newval, void **extra, GucSource source) \
+{ \
+	return check_duration(i, newval, source); \
+} \
+static void \
+assign_duration_##i(const char *newval, void *extra) \
+{ \
+	assign_duration(i, newval); \
+}
+DURATION_HOOKS(0)
+DURATION_HOOKS(1)
+DURATION_HOOKS(2)
+DURATION_HOOKS(3)
+DURATION_HOOKS(4)
+DURATION_HOOKS(5)
+DURATION_HOOKS(6)
+DURATION_HOOKS(7)
+StaticAssertDecl(N_DURATIONS == 8, "one DURATION_HOOKS line per duration setting");
+
+static const GucStringCheckHook duration_checks[N_DURATIONS] = {
+	check_duration_0, check_duration_1, check_duration_2, check_duration_3,
+	check_duration_4, check_duration_5, check_duration_6, check_duration_7
+};
+static const GucStringAssignHook duration_assigns[N_DURATIONS] = {
+	assign_duration_0, assign_duration_1, assign_duration_2, assign_duration_3,
+	assign_duration_4, assign_duration_5, assign_duration_6, assign_duration_7
+};
+
+static void
+define_durations(void)
+{
+	int			i;
+
+	for (i = 0; i < N_DURATIONS; i++)
+		DefineCustomStringVariable(durations[i].name, durations[i].short_desc,
+								   durations[i].long_desc, &duration_strings[i],
+								   durations[i].boot, durations[i].context, 0,
+								   duration_checks[i], duration_assigns[i], NULL);
+}
+
 void
 _PG_init(void)
 {
-	DefineCustomIntVariable("idemjob.attempt_timeout",
-							"Deadline given to an attempt started without a timeout.",
-							"0 means no deadline.",
-							&idemjob_attempt_timeout_ms,
-							5 * 60 * 1000,
-							0, INT_MAX,
-							PGC_USERSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
+	define_durations();
 
 	DefineCustomStringVariable("idemjob.default_provider",
 							   "Provider given to a job submitted without one.",
@@ -179,26 +442,6 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("idemjob.retry_backoff",
-							"Delay before the first retry of a failed or rejected attempt; it doubles with each attempt.",
-							"0 retries at once.",
-							&idemjob_retry_backoff_ms,
-							1000,
-							0, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("idemjob.retry_backoff_max",
-							"Longest delay before a retry.",
-							NULL,
-							&idemjob_retry_backoff_max_ms,
-							60 * 60 * 1000,
-							0, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
 	DefineCustomBoolVariable("idemjob.keep_dropped_results",
 							 "Keep the result of a superseded or rejected attempt in attempts.dropped_result.",
 							 "Results may hold personal data; off by default.",
@@ -207,26 +450,6 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
-
-	DefineCustomIntVariable("idemjob.key_retention",
-							"How long purge() keeps the spent key of a purged job.",
-							"0 keeps spent keys forever.",
-							&idemjob_key_retention_s,
-							0,
-							0, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_S,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("idemjob.purge_pause",
-							"Pause of purge() after each 1,000 jobs it deletes, to leave the CPU to other work.",
-							"0 purges without a pause.",
-							&idemjob_purge_pause_ms,
-							0,
-							0, 10000,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("idemjob.owner_binding",
 							   "Ties the session's calls to one owner: off, role, setting:NAME or setting:NAME/KEY.",
@@ -257,36 +480,6 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("idemjob.max_wait",
-							"Longest wait of claim(wait) and await_job(timeout); longer ones end then.",
-							"A waiting call holds its snapshot for as long as it waits. 0: no call waits.",
-							&idemjob_max_wait_ms,
-							60 * 1000,
-							0, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("idemjob.claim_lease",
-							"Time a worker has to confirm an attempt taken by claim(lease => true) before it is released.",
-							"The worker confirms with begin_attempt() immediately before it calls the provider; an attempt not confirmed by then was never sent.",
-							&idemjob_claim_lease_ms,
-							5000,
-							1, INT_MAX,
-							PGC_USERSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("idemjob.sweeper_interval",
-							"How often the sweeper runs expire_attempts() (with idemjob in shared_preload_libraries).",
-							"0 turns the sweeper off.",
-							&idemjob_sweeper_interval_ms,
-							1000,
-							0, INT_MAX,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
 	DefineCustomStringVariable("idemjob.sweeper_databases",
 							   "Databases the sweeper runs in, comma-separated (with idemjob in shared_preload_libraries).",
 							   NULL,
@@ -305,6 +498,109 @@ _PG_init(void)
 	RegisterXactCallback(idemjob_xact_callback, NULL);
 	RegisterSubXactCallback(idemjob_subxact_callback, NULL);
 	ij_sweeper_init();
+}
+
+
+/*
+ * Summary lines in the server log, at LOG, for the passes that changed
+ * something: expire_attempts() (the sweeper's rounds, or a call), purge(),
+ * purge_race_log().  Never more
+ * than one line per kind a minute per backend: a pass that ends less than
+ * a minute after its kind's last line adds its counts to the next one,
+ * which is written by the first pass (of that kind, in that backend) a
+ * minute or more after the last line, by ij_log_flush() (the sweeper calls
+ * it every round, so its counts wait at most a minute and one interval),
+ * or when the backend exits.  A line says how many passes it sums and
+ * over how long.  Lines are written when a pass ends, before its
+ * transaction commits.
+ */
+#define IJ_LOG_EVERY_MS	60000
+
+typedef struct LogSummary
+{
+	const char *what;			/* "sweeper", "purge", "purge_race_log" */
+	const char *labels[3];		/* the counts' words, NULL past the last */
+	int64		sum[3];
+	int			passes;			/* summed since the last line */
+	TimestampTz first;			/* the first of them */
+	TimestampTz last_line;		/* 0: none yet */
+} LogSummary;
+
+static LogSummary log_summaries[IJ_LOG_KINDS] = {
+	[IJ_LOG_SWEEPER] = {"expire_attempts", {"leased attempts released", "started attempts past their deadline now unknown", "unknown attempts fenced"}},
+	[IJ_LOG_PURGE] = {"purge", {"finished jobs purged", "spent keys deleted", NULL}},
+	[IJ_LOG_PURGE_RACE_LOG] = {"purge_race_log", {"race-log rows deleted", NULL, NULL}},
+};
+static bool log_exit_registered = false;
+
+static void
+log_summary_write(LogSummary *l, TimestampTz now)
+{
+	StringInfoData buf;
+	int			i;
+	long		secs;
+	int			usecs;
+
+	initStringInfo(&buf);
+	for (i = 0; i < 3 && l->labels[i] != NULL; i++)
+		appendStringInfo(&buf, "%s" INT64_FORMAT " %s", i > 0 ? ", " : "",
+						 l->sum[i], l->labels[i]);
+	TimestampDifference(l->first, now, &secs, &usecs);
+	ereport(LOG,
+			(errmsg("idemjob %s: %s", l->what, buf.data),
+			 errdetail("%d %s over %ld s; at most one such line a minute.",
+					   l->passes, l->passes == 1 ? "pass" : "passes summed", secs),
+			 errhidestmt(true)));
+	pfree(buf.data);
+	memset(l->sum, 0, sizeof(l->sum));
+	l->passes = 0;
+	l->last_line = now;
+}
+
+/* the line of kind, if one is waiting and a minute has passed (or force) */
+static void
+log_summary_flush(LogSummary *l, bool force)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (l->passes > 0 &&
+		(force || l->last_line == 0 ||
+		 TimestampDifferenceExceeds(l->last_line, now, IJ_LOG_EVERY_MS)))
+		log_summary_write(l, now);
+}
+
+static void
+log_summary_at_exit(int code, Datum arg)
+{
+	int			i;
+
+	for (i = 0; i < IJ_LOG_KINDS; i++)
+		log_summary_flush(&log_summaries[i], true);
+}
+
+/* a pass of kind ended with these counts (0 for a kind's unused ones) */
+void
+ij_log_pass(IjLogKind kind, int64 a, int64 b, int64 c)
+{
+	LogSummary *l = &log_summaries[kind];
+
+	if (a == 0 && b == 0 && c == 0)
+	{
+		log_summary_flush(l, false);
+		return;
+	}
+	if (!log_exit_registered)
+	{
+		before_shmem_exit(log_summary_at_exit, (Datum) 0);
+		log_exit_registered = true;
+	}
+	if (l->passes == 0)
+		l->first = GetCurrentTimestamp();
+	l->sum[0] += a;
+	l->sum[1] += b;
+	l->sum[2] += c;
+	l->passes++;
+	log_summary_flush(l, false);
 }
 
 /*

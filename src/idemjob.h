@@ -63,6 +63,16 @@ extern int	idemjob_max_wait_ms;
 extern int	idemjob_max_payload_depth;
 extern int	idemjob_claim_lease_ms;
 
+/* summary lines in the server log, rate-limited (idemjob.c) */
+typedef enum IjLogKind
+{
+	IJ_LOG_SWEEPER,				/* released, expired, fenced */
+	IJ_LOG_PURGE,				/* jobs purged, spent keys deleted */
+	IJ_LOG_PURGE_RACE_LOG,		/* race-log rows deleted */
+	IJ_LOG_KINDS
+} IjLogKind;
+extern void ij_log_pass(IjLogKind kind, int64 a, int64 b, int64 c);
+
 /*
  * Trusted path.  While one of the extension's own functions changes its
  * tables, the raw-DML guards (triggers.c) return at once: the function has
@@ -78,6 +88,16 @@ extern void ij_rights_init(void);
 extern void ij_rights_abort(SubTransactionId subxact);
 extern int	ij_switch_depth(void);
 extern Oid	ij_extension_owner(void);
+extern void ij_check_version(void);
+/*
+ * The first line of every SQL-callable function (a declaration, so that
+ * it runs before the other declarations' initializers read an argument):
+ * the SQL objects must be at the library's version (55000 naming ALTER
+ * EXTENSION idemjob UPDATE), or an older function's fewer arguments would
+ * be read.  Not in validate() and uuid_v7(), which read no table and take
+ * the same arguments in every version, nor in the triggers.
+ */
+#define IJ_ENTRY() int ij_entry_ pg_attribute_unused() = (ij_check_version(), 0)
 extern void ij_switch_user(void);
 extern void ij_unswitch_user(void);
 extern void ij_pin_search_path(void);

@@ -114,6 +114,7 @@ key_conflict(text *key, text *owner_id, Datum job_id, const char *detail)
 Datum
 idemjob_submit(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	text	   *owner_id;
 	text	   *key;
 	text	   *intent;
@@ -240,6 +241,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 Datum
 idemjob_cancel_job(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		args[2];
 	char	   *state;
 	Datum		result;

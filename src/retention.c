@@ -346,6 +346,7 @@ interval_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 Datum
 idemjob_purge(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		older_than;
 	int32		max_jobs;
 	text	   *bound;
@@ -354,6 +355,7 @@ idemjob_purge(PG_FUNCTION_ARGS)
 	int			n;
 	int			i;
 	int			purged = 0;
+	int			spent = 0;
 	int			chunk;
 	Datum	   *ids;
 	Datum	   *shas;
@@ -431,10 +433,11 @@ idemjob_purge(PG_FUNCTION_ARGS)
 		args[1] = PointerGetDatum(bound);
 		nulls[0] = ' ';
 		nulls[1] = bound ? ' ' : 'n';
-		ij_exec(&expire_spent_keys, args, nulls);
+		spent = ij_exec(&expire_spent_keys, args, nulls);
 	}
 
 	ij_finish();
+	ij_log_pass(IJ_LOG_PURGE, purged, spent, 0);
 	PG_RETURN_INT32(purged);
 }
 
@@ -444,6 +447,7 @@ idemjob_purge(PG_FUNCTION_ARGS)
 Datum
 idemjob_purge_race_log(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		args[2];
 	char		nulls[2] = {' ', ' '};
 	text	   *bound;
@@ -457,5 +461,6 @@ idemjob_purge_race_log(PG_FUNCTION_ARGS)
 	ij_connect();
 	n = ij_exec(&delete_race_log, args, nulls);
 	ij_finish();
+	ij_log_pass(IJ_LOG_PURGE_RACE_LOG, n, 0, 0);
 	PG_RETURN_INT32(n);
 }

@@ -99,10 +99,14 @@ typedef struct SwitchLevel
 static SwitchLevel levels[MAX_SWITCH_DEPTH];
 static int	switch_depth = 0;
 
+/* the SQL objects were found at the library's version (ij_check_version) */
+static bool version_checked = false;
+
 static void
 owner_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	owner_cache = InvalidOid;
+	version_checked = false;
 }
 
 static void bindings_inval_callback(Datum arg, Oid relid);
@@ -136,6 +140,80 @@ ij_switch_depth(void)
 	return switch_depth;
 }
 
+/*
+ * The library works on the objects of its own version only: a library
+ * newer than the SQL objects (installed over an older version, or after
+ * pg_upgrade) would run its statements against tables and functions that
+ * lack what they need, and read arguments an older function does not
+ * pass.  55000 naming ALTER EXTENSION idemjob UPDATE; false (no error)
+ * while the extension's own scripts call the library as they bring the
+ * objects up to date, an answer that is not kept.
+ */
+static bool
+version_matches(Oid ext, const char *version)
+{
+	if (version != NULL && strcmp(version, IDEMJOB_VERSION) == 0)
+		return true;
+	if (creating_extension && CurrentExtensionObject == ext)
+		return false;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("extension idemjob is installed at version %s, but its library is version %s",
+					version ? version : "?", IDEMJOB_VERSION),
+			 errhint("Run ALTER EXTENSION idemjob UPDATE in this database (or install idemjob %s's library).",
+					 version ? version : "?")));
+	return false;				/* not reached */
+}
+
+/* the installed version of extension ext (palloc'd), or NULL */
+static char *
+extension_version(Oid ext, Oid *extowner)
+{
+	char	   *version = NULL;
+	HeapTuple	tup;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+
+	*extowner = InvalidOid;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		v = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		*extowner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+		if (!isnull)
+			version = TextDatumGetCString(v);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * First thing in every SQL-callable function: the version check alone,
+ * before a single argument is read (an older function passes fewer, or
+ * others).  Once per backend while the answer holds.
+ */
+void
+ij_check_version(void)
+{
+	Oid			ext;
+	Oid			extowner;
+
+	if (version_checked)
+		return;
+	ext = get_extension_oid("idemjob", false);
+	if (version_matches(ext, extension_version(ext, &extowner)))
+		version_checked = true;
+}
+
 Oid
 ij_extension_owner(void)
 {
@@ -147,9 +225,6 @@ ij_extension_owner(void)
 		char	   *version = NULL;
 		Oid			nspowner;
 		HeapTuple	tup;
-		Relation	rel;
-		ScanKeyData key;
-		SysScanDesc scan;
 
 		tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
 		if (!HeapTupleIsValid(tup))
@@ -157,45 +232,13 @@ ij_extension_owner(void)
 		nspowner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
 		ReleaseSysCache(tup);
 
-		rel = table_open(ExtensionRelationId, AccessShareLock);
-		ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber,
-					F_OIDEQ, ObjectIdGetDatum(ext));
-		scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-		tup = systable_getnext(scan);
-		if (HeapTupleIsValid(tup))
-		{
-			bool		isnull;
-			Datum		v = heap_getattr(tup, Anum_pg_extension_extversion,
-										 RelationGetDescr(rel), &isnull);
-
-			extowner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-			if (!isnull)
-				version = TextDatumGetCString(v);
-		}
-		systable_endscan(scan);
-		table_close(rel, AccessShareLock);
+		version = extension_version(ext, &extowner);
 		if (!OidIsValid(extowner))
 			elog(ERROR, "could not find extension idemjob");
 
-		/*
-		 * The library works on the objects of its own version only: a
-		 * library newer than the SQL objects (installed over an older
-		 * version, or after pg_upgrade) would run its statements against
-		 * tables and functions that lack what they need.  The extension's
-		 * own scripts may call it while they bring the objects up to date;
-		 * that answer is not kept.
-		 */
-		if (version == NULL || strcmp(version, IDEMJOB_VERSION) != 0)
-		{
-			if (creating_extension && CurrentExtensionObject == ext)
-				return extowner;
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("extension idemjob is installed at version %s, but its library is version %s",
-							version ? version : "?", IDEMJOB_VERSION),
-					 errhint("Run ALTER EXTENSION idemjob UPDATE in this database (or install idemjob %s's library).",
-							 version ? version : "?")));
-		}
+		if (!version_matches(ext, version))
+			return extowner;
+		version_checked = true;
 
 		/*
 		 * The functions run as the extension's owner; a schema owned by
@@ -694,6 +737,7 @@ ij_owner_visible(Datum owner_id)
 Datum
 idemjob_owner_visible(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	PG_RETURN_BOOL(ij_owner_visible(PG_GETARG_DATUM(0)));
 }
 
@@ -838,12 +882,32 @@ run_acl(const char *verb, const char *privilege, const char *prep, Oid role)
 		elog(ERROR, "SPI_execute failed: %s", sql);
 }
 
+
+/*
+ * The server log's line for a change of rights (grant_capability,
+ * revoke_capability, bind_owner, unbind_owner): who, what, to whom.  At
+ * LOG, whatever the caller's client_min_messages.
+ */
+static void
+log_right(const char *verb, Datum what, const char *prep, Oid role)
+{
+	char	   *w = what ? TextDatumGetCString(what) : NULL;
+
+	ereport(LOG,
+			(errmsg("idemjob: role \"%s\" %s%s%s%s %s role \"%s\"",
+					GetUserNameFromId(ij_caller(), true), verb,
+					w ? " \"" : "", w ? w : "", w ? "\"" : "",
+					prep, GetUserNameFromId(role, true)),
+			 errhidestmt(true)));
+}
+
 /*
  * idemjob.grant_capability(role, capability) RETURNS void
  */
 Datum
 idemjob_grant_capability(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Oid			role;
 	Capability	cap = capability_args(fcinfo, &role);
 	Datum		args[2];
@@ -878,6 +942,9 @@ idemjob_grant_capability(PG_FUNCTION_ARGS)
 	args[1] = PG_GETARG_DATUM(1);
 	ij_exec(&record_capability, args, NULL);
 	ij_finish();
+	/* not the update script's grants again of what was recorded */
+	if (!creating_extension)
+		log_right("granted capability", PG_GETARG_DATUM(1), "to", role);
 	PG_RETURN_VOID();
 }
 
@@ -890,6 +957,7 @@ idemjob_grant_capability(PG_FUNCTION_ARGS)
 Datum
 idemjob_revoke_capability(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Oid			role;
 	Capability	cap = capability_args(fcinfo, &role);
 	int			keep = 0;
@@ -915,6 +983,7 @@ idemjob_revoke_capability(PG_FUNCTION_ARGS)
 		if ((grants[i].capabilities & cap) && !(grants[i].capabilities & keep))
 			run_acl("REVOKE", grants[i].privilege, "FROM", role);
 	ij_finish();
+	log_right("revoked capability", PG_GETARG_DATUM(1), "from", role);
 	PG_RETURN_VOID();
 }
 
@@ -964,6 +1033,7 @@ binding_role_arg(FunctionCallInfo fcinfo)
 Datum
 idemjob_bind_owner(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Oid			role = binding_role_arg(fcinfo);
 	char	   *mode;
 	BindMode	m;
@@ -984,6 +1054,7 @@ idemjob_bind_owner(PG_FUNCTION_ARGS)
 	args[1] = PG_GETARG_DATUM(1);
 	ij_exec(&record_binding, args, NULL);
 	ij_finish();
+	log_right("bound owner binding", PG_GETARG_DATUM(1), "to", role);
 	PG_RETURN_VOID();
 }
 
@@ -993,6 +1064,7 @@ idemjob_bind_owner(PG_FUNCTION_ARGS)
 Datum
 idemjob_unbind_owner(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Oid			role;
 	Datum		arg;
 	int			n;
@@ -1004,6 +1076,8 @@ idemjob_unbind_owner(PG_FUNCTION_ARGS)
 	ij_connect();
 	n = ij_exec(&forget_binding, &arg, NULL);
 	ij_finish();
+	if (n > 0)
+		log_right("removed the owner binding", (Datum) 0, "of", role);
 	PG_RETURN_BOOL(n > 0);
 }
 

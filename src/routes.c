@@ -160,6 +160,7 @@ ij_route_forget(const char *intent, const char *provider)
 Datum
 idemjob_set_route(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	Datum		args[2];
 	ArrayType  *providers;
 	Datum	   *elems;

@@ -15,7 +15,9 @@
 # sweeper running again, and sweeping; a row held in another session's open
 # transaction is passed over, not waited on; the sweeper runs as the
 # extension's owner (a role other than the superuser it connects as) and
-# calls expire_attempts()'s C code, not a function of that name.
+# calls expire_attempts()'s C code, not a function of that name; a pass
+# that expired an attempt is one LOG line, and a pass within the minute after
+# it adds its counts to the next line (written when the sweeper exits).
 
 use strict;
 use warnings;
@@ -63,6 +65,21 @@ sub short_attempt
 			idemjob.start_attempt(s.job_id, timeout => '300 ms') a});
 }
 
+# wait (10 s at most) for the log, past offset, to match re count times
+sub wait_for_log
+{
+	my ($re, $offset, $count) = @_;
+	$count //= 1;
+	for (1 .. 100)
+	{
+		my @m = substr(slurp_file($node->logfile), $offset) =~ /$re/g;
+		return 1 if @m >= $count;
+		usleep(100_000);
+	}
+	diag(substr(slurp_file($node->logfile), $offset));
+	return 0;
+}
+
 sub state_of
 {
 	my ($db, $attempt) = @_;
@@ -92,10 +109,15 @@ like($node->safe_psql('postgres',
 	qr/idemjob sweeper/, 'its application_name names it');
 
 # a started attempt past its deadline becomes unknown by itself
+my $summary_offset = -s $node->logfile;
 my $a1 = short_attempt('app');
 like(state_of('app', $a1), qr/^started running/, 'the attempt starts');
 my $o1 = short_attempt('other');
 swept($a1, 'the sweeper expires the attempt (nobody calls expire_attempts)');
+# the pass that did something is one LOG line, at once (the first)
+my $summary = qr/LOG:  idemjob expire_attempts: 0 leased attempts released, (\d+) started attempts past their deadline now unknown, 0 unknown attempts fenced/;
+ok(wait_for_log($summary, $summary_offset),
+	'a sweeper pass that expired an attempt writes a summary line');
 # the unlisted database is not swept
 sleep 1;
 like(state_of('other', $o1), qr/^started running/,
@@ -116,8 +138,15 @@ ok($node->poll_query_until('app', qq{
 		SELECT state = 'unknown' FROM idemjob.attempts WHERE id = '$a2'}),
 	'a new interval turns it on again');
 
+# a second pass within the minute: no second line yet; its count is
+# written when the sweeper exits (or a minute after the first line)
+my @lines = substr(slurp_file($node->logfile), $summary_offset) =~ /$summary/g;
+is(scalar(@lines), 1, 'the next pass within a minute writes no line of its own');
+
 # pg_terminate_backend: the launcher starts it again
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+ok(wait_for_log(qr/${summary}\n.*DETAIL:  1 pass over \d+ s/, $summary_offset, 2),
+	'... its count is written when the sweeper exits');
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM ($sweeper_q) s WHERE pid <> $pid"),
 	'a terminated sweeper is started again');

@@ -99,6 +99,26 @@ fi
 check "... with SQLSTATE 55000" $db \
 	"SELECT ij_check.sqlstate(\$\$SELECT idemjob.job('00000000-0000-0000-0000-000000000000')\$\$) = '55000'"
 
+# every kind of entry point refuses before it reads an argument
+refused=0
+calls_1_1=(
+	"SELECT * FROM idemjob.submit('o1', 'k-between', 'pay', '{}')"
+	"SELECT * FROM idemjob.claim('w')"
+	"SELECT idemjob.expire_attempts()"
+	"SELECT idemjob.purge('30 days')"
+	"SELECT idemjob.purge_race_log('30 days')"
+	"SELECT idemjob.grant_capability('app_client', 'client')"
+)
+for c in "${calls_1_1[@]}"; do
+	out=$(q -d $db -c "$c" 2>&1)
+	if grep -q "extension idemjob is installed at version 1.1, but its library is version $default_version" <<<"$out"; then
+		refused=$((refused + 1))
+	else
+		not_ok "the $default_version library refuses the 1.1 objects: $c" "$out"
+	fi
+done
+[ "$refused" = ${#calls_1_1[@]} ] && ok "... submit, claim, expire_attempts, purge, purge_race_log, grant_capability too"
+
 if out=$(q -d $db -c "ALTER EXTENSION idemjob UPDATE" 2>&1); then
 	ok "ALTER EXTENSION idemjob UPDATE on a filled 1.1 database"
 else

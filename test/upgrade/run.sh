@@ -13,7 +13,9 @@
 #      one through the 1.0 functions (test/upgrade/fill.sql: jobs, attempts
 #      and races in every state, contracts, certifications, a revoked one)
 #      and gives a role the grants the 1.0 README told DBAs to give;
-#   3. installs this tree again (make install), then on new connections runs
+#   3. installs this tree again (make install), checks that every 1.0
+#      function refuses (55000, naming ALTER EXTENSION idemjob UPDATE) and
+#      writes nothing until the update, then on new connections runs
 #      ALTER EXTENSION idemjob UPDATE and checks: the control file's version, every 1.0 row
 #      unchanged on the 1.0 columns, the new columns filled as the upgrade
 #      script says, the role's table privileges taken back, and the upgraded
@@ -122,6 +124,47 @@ else
 fi
 
 default_version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$repo/idemjob.control")
+
+# Between the new package and the update: every 1.0 function the new
+# library serves refuses, before it reads an argument (1.0's submit passes
+# five, the library reads nine: 1.1's library answered "argument
+# max_attempts must be at least 1"), with 55000 naming the update, and
+# writes nothing
+j1="(SELECT id FROM idemjob.jobs WHERE owner_id = 'o1' AND idempotency_key = 'k-pending')"
+a1="(SELECT a.id FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id WHERE j.owner_id = 'o1' AND j.idempotency_key = 'k-indoubt' ORDER BY a.attempt_no DESC LIMIT 1)"
+rows_before=$(q -d $db -c "SELECT (SELECT count(*) FROM idemjob.jobs) || '/' || (SELECT count(*) FROM idemjob.attempts)")
+calls_1_0=(
+	"SELECT * FROM idemjob.submit('o1', 'k-between', 'pay', '{}')"
+	"SELECT * FROM idemjob.submit('o1', 'k-between', 'pay', '{}', 'p1')"
+	"SELECT * FROM idemjob.cancel_job($j1, 'between')"
+	"SELECT * FROM idemjob.start_attempt($j1)"
+	"SELECT * FROM idemjob.start_attempt($j1, 'p1', '1 minute', 'w')"
+	"SELECT * FROM idemjob.complete_attempt($a1, '{}')"
+	"SELECT * FROM idemjob.fail_attempt($a1)"
+	"SELECT * FROM idemjob.mark_unknown($a1)"
+	"SELECT * FROM idemjob.cancel_attempt($a1, 'between', true)"
+	"SELECT idemjob.expire_attempts()"
+	"SELECT idemjob.define_contract('pay', '{}')"
+	"SELECT * FROM idemjob.certify_provider('pay', 'p9')"
+	"SELECT * FROM idemjob.revoke_provider('pay', 'p9', 'between')"
+)
+refused=0
+for c in "${calls_1_0[@]}"; do
+	out=$(q -d $db -c "$c" 2>&1)
+	state=$(q -d $db -c "SELECT ij_check.sqlstate(\$\$$c\$\$)" 2>&1)
+	if [ "$state" = 55000 ] &&
+		grep -q "extension idemjob is installed at version 1.0, but its library is version $default_version" <<<"$out" &&
+		grep -q "Run ALTER EXTENSION idemjob UPDATE in this database" <<<"$out"; then
+		refused=$((refused + 1))
+	else
+		not_ok "the $default_version library refuses the 1.0 objects: $c" "$state: $out"
+	fi
+done
+[ "$refused" = ${#calls_1_0[@]} ] &&
+	ok "the $default_version library refuses every 1.0 function ($refused calls) with 55000 naming ALTER EXTENSION idemjob UPDATE, before reading an argument"
+check "... and nothing was written" $db \
+	"SELECT (SELECT count(*) FROM idemjob.jobs) || '/' || (SELECT count(*) FROM idemjob.attempts) = '$rows_before'"
+
 if update_out=$(q -d $db -c "ALTER EXTENSION idemjob UPDATE" 2>&1); then
 	ok "ALTER EXTENSION idemjob UPDATE on a filled 1.0 database"
 else
