@@ -151,6 +151,7 @@ lowest_uuid_at(TimestampTz ts)
 Datum
 idemjob_provider_stats(PG_FUNCTION_ARGS)
 {
+	IJ_ENTRY();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Interval	zero;
 	Datum		since;
