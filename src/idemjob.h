@@ -106,6 +106,7 @@ extern const char *guard_skip_text;
 extern void ij_guards_init(void);
 extern void ij_guards_xact_end(void);
 
+extern void ij_planner_init(void);
 extern void ij_connect(void);
 extern void ij_finish(void);
 extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);

@@ -17,6 +17,25 @@
  * (cursor_options): re-planning a statement on every call costs more than
  * running it.
  *
+ * Plans do not depend on statistics (since 1.2).  A plan cached while the
+ * tables were small outlives a burst until the next ANALYZE: a claim whose
+ * plan read every due job through another index and sorted them, or the
+ * foreign-key check of each new attempt (PostgreSQL's own statement, also
+ * cached per backend) as a sequential scan of jobs, took 50-180 ms at a
+ * backlog of 100,000.  The statement's text cannot forbid a Sort or a
+ * sequential scan, so ij_planner() plans the extension's statements, and
+ * the foreign-key statements on its tables, as if enable_seqscan and
+ * enable_sort were off (and jit: these statements are small, and a
+ * disabled path's cost would pass jit_above_cost): a path that sorts or
+ * reads the whole table costs more than any path an index provides.  What is left is the plan each
+ * statement was written for: a lookup through its unique index, and a
+ * claim that walks its claim-order index (jobs_claim, or
+ * jobs_claim_intent for one intent) and stops after LIMIT rows, at any
+ * table size and with any statistics.  A statement with no index to serve
+ * it still gets its sort or scan (they are only made dearer), and the
+ * caller's own statements are planned as the caller set them.  Only
+ * planning pays for this, which a generic plan does once.
+ *
  * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
  * the unique constraints, not the C code, are what make a second job or a
  * second in-doubt attempt impossible.
@@ -37,13 +56,78 @@
 
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "jit/jit.h"
 #include "miscadmin.h"
+#include "optimizer/cost.h"
+#include "optimizer/planner.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/tuplestore.h"
 
 #include "idemjob.h"
+
+static planner_hook_type prev_planner = NULL;
+
+/*
+ * A statement planned inside an idemjob function: its own (the text
+ * ij_exec() is running) or the foreign-key checks and cascades PostgreSQL
+ * runs on its tables ("... ONLY \"idemjob\".\"jobs\" ...").  A DBA's
+ * trigger's statements are not.
+ */
+static bool
+own_statement(const char *query_string)
+{
+	if (idemjob_trusted_depth <= 0 || query_string == NULL)
+		return false;
+	return query_string == guard_skip_text ||
+		strstr(query_string, "ONLY \"idemjob\".") != NULL;
+}
+
+/* see the file header: no sequential scan, no sort, where an index serves */
+static PlannedStmt *
+ij_planner(Query *parse, const char *query_string, int cursorOptions,
+		   ParamListInfo boundParams)
+{
+	bool		own = own_statement(query_string);
+	bool		save_seqscan = enable_seqscan;
+	bool		save_sort = enable_sort;
+	bool		save_incremental_sort = enable_incremental_sort;
+	bool		save_jit = jit_enabled;
+	PlannedStmt *result;
+
+	if (own)
+	{
+		enable_seqscan = false;
+		enable_sort = false;
+		enable_incremental_sort = false;
+		/* a disabled path's cost would pass jit_above_cost: 0.5 s of JIT */
+		jit_enabled = false;
+	}
+	PG_TRY();
+	{
+		if (prev_planner)
+			result = prev_planner(parse, query_string, cursorOptions, boundParams);
+		else
+			result = standard_planner(parse, query_string, cursorOptions, boundParams);
+	}
+	PG_FINALLY();
+	{
+		enable_seqscan = save_seqscan;
+		enable_sort = save_sort;
+		enable_incremental_sort = save_incremental_sort;
+		jit_enabled = save_jit;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+void
+ij_planner_init(void)
+{
+	prev_planner = planner_hook;
+	planner_hook = ij_planner;
+}
 
 void
 ij_connect(void)
