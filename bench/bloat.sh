@@ -90,7 +90,8 @@ EOF
 STATS_SQL="
 SELECT pg_stat_force_next_flush();
 SELECT pg_stat_clear_snapshot();
-SELECT 'T', relname, n_tup_upd, n_tup_hot_upd, n_live_tup, n_dead_tup, pg_relation_size(relid)
+SELECT 'T', relname, n_tup_upd, n_tup_hot_upd, n_live_tup, n_dead_tup, pg_relation_size(relid),
+	   autovacuum_count, autoanalyze_count
   FROM pg_stat_user_tables WHERE schemaname = 'idemjob' AND relname IN ('jobs', 'attempts') ORDER BY relname;
 SELECT 'I', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid),
 	   CASE WHEN x.indpred IS NOT NULL THEN (SELECT round(avg_leaf_density::numeric, 0)::text || ' %'
@@ -146,10 +147,10 @@ REPORT="$OUT/BLOAT.md"
 		echo
 		echo "reloptions: ${SNAP[$s,opts]}; burst ${SNAP[$s,secs]} s; jobs: ${SNAP[$s,done]}"
 		echo
-		echo "| table | updates | HOT | HOT % | live | dead after the burst | size after | size after VACUUM |"
-		echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+		echo "| table | updates | HOT | HOT % | live | dead after the burst | autovacuums, autoanalyzes during it | size after | size after VACUUM |"
+		echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 		paste -d '|' <(grep '^T' <<<"${SNAP[$s,after]}") <(grep '^T' <<<"${SNAP[$s,vacuum]}") |
-			awk -F'|' '{printf "| %s | %d | %d | %.1f | %d | %d | %.1f MB | %.1f MB |\n", $2, $3, $4, ($3 ? 100*$4/$3 : 0), $5, $6, $7/1048576, $14/1048576}'
+			awk -F'|' '{printf "| %s | %d | %d | %.1f | %d | %d | %d, %d | %.1f MB | %.1f MB |\n", $2, $3, $4, ($3 ? 100*$4/$3 : 0), $5, $6, $8, $9, $7/1048576, $16/1048576}'
 		echo
 		echo "| index | size after the burst | leaf density (partial indexes) | size after VACUUM | leaf density |"
 		echo "|---|---:|---:|---:|---:|"

@@ -174,7 +174,7 @@ REPORT="$OUT/W7-backlog.md"
 	echo
 	echo "| workload | clients | jobs/s at $SMALL | jobs/s at $LARGE | large/small | CPU µs/job at $SMALL | at $LARGE | large/small | pending at the end ($SMALL / $LARGE) |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-	for c in $CLIENTS; do
+	[ "$RUNS" -gt 0 ] && for c in $CLIENTS; do
 		for w in steady steady_batch; do
 			a=$(tr ' ' '\n' <<<"${RATE[$w,$c,$SMALL]}" | grep . | median)
 			b=$(tr ' ' '\n' <<<"${RATE[$w,$c,$LARGE]}" | grep . | median)
