@@ -111,7 +111,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 /*
  * Two plans for each intent filter, both generic (planned once per
  * backend, and again only when the tables change): the planner cannot sort
- * or scan the table for them (spi_plans.c), so whatever the statistics and
+ * or scan the table for them (ij_exec_in_order, spi_plans.c), so whatever the statistics and
  * whatever the LIMIT, each is the index scan in claim order (jobs_claim,
  * or jobs_claim_intent for one intent) under LockRows, stopped after
  * max_jobs rows; and re-planning on every call would cost more than
@@ -361,7 +361,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 		args[7] = lease ? TimestampTzGetDatum(TimestampTzPlusMilliseconds(base, idemjob_claim_lease_ms))
 			: (Datum) 0;
 
-		n = ij_exec(plan, args, nulls);
+		n = ij_exec_in_order(plan, args, nulls);
 		if (n > 0 || wait_us == 0)
 			break;
 		SPI_freetuptable(SPI_tuptable);

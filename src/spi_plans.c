@@ -24,17 +24,21 @@
  * cached per backend) as a sequential scan of jobs, took 50-180 ms at a
  * backlog of 100,000.  The statement's text cannot forbid a Sort or a
  * sequential scan, so ij_planner() plans the extension's statements, and
- * the foreign-key statements on its tables, as if enable_seqscan and
- * enable_sort were off (and jit: these statements are small, and a
- * disabled path's cost would pass jit_above_cost): a path that sorts or
- * reads the whole table costs more than any path an index provides.  What is left is the plan each
- * statement was written for: a lookup through its unique index, and a
- * claim that walks its claim-order index (jobs_claim, or
- * jobs_claim_intent for one intent) and stops after LIMIT rows, at any
- * table size and with any statistics.  A statement with no index to serve
- * it still gets its sort or scan (they are only made dearer), and the
- * caller's own statements are planned as the caller set them.  Only
- * planning pays for this, which a generic plan does once.
+ * the foreign-key statements on its tables, as if enable_seqscan were off
+ * (and jit: these statements are small, and a disabled path's cost would
+ * pass jit_above_cost): a path that reads the whole table costs more than
+ * any path an index provides, so each is the lookup through its index it
+ * was written for, at any table size.  A statement run by ij_exec_in_order()
+ * (a claim) is planned as if enable_sort were off too: its ORDER BY ...
+ * LIMIT can then only be the index scan that gives that order, stopped
+ * after LIMIT rows (jobs_claim, or jobs_claim_intent for one intent), not
+ * a sort of every due job, whatever the statistics.  Only those: a
+ * statement whose ORDER BY is best served by a sort of a few rows (a
+ * worker's attempts, ORDER BY id) would otherwise walk a whole index in
+ * that order.  A statement with no index to serve it still gets its sort
+ * or scan (they are only made dearer), and the caller's own statements
+ * are planned as the caller set them.  Only planning pays for this, which
+ * a generic plan does once.
  *
  * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
  * the unique constraints, not the C code, are what make a second job or a
@@ -68,6 +72,8 @@
 #include "idemjob.h"
 
 static planner_hook_type prev_planner = NULL;
+/* ij_exec_in_order() is running its statement: plan it without sorts */
+static bool in_order = false;
 
 /*
  * A statement planned inside an idemjob function: its own (the text
@@ -84,7 +90,7 @@ own_statement(const char *query_string)
 		strstr(query_string, "ONLY \"idemjob\".") != NULL;
 }
 
-/* see the file header: no sequential scan, no sort, where an index serves */
+/* see the file header: no sequential scan (no sort) where an index serves */
 static PlannedStmt *
 ij_planner(Query *parse, const char *query_string, int cursorOptions,
 		   ParamListInfo boundParams)
@@ -99,10 +105,13 @@ ij_planner(Query *parse, const char *query_string, int cursorOptions,
 	if (own)
 	{
 		enable_seqscan = false;
-		enable_sort = false;
-		enable_incremental_sort = false;
 		/* a disabled path's cost would pass jit_above_cost: 0.5 s of JIT */
 		jit_enabled = false;
+		if (in_order && query_string == guard_skip_text)
+		{
+			enable_sort = false;
+			enable_incremental_sort = false;
+		}
 	}
 	PG_TRY();
 	{
@@ -181,6 +190,28 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 p->sql, SPI_result_code_string(ret));
 	return (int) SPI_processed;
+}
+
+/*
+ * ij_exec() for a statement whose ORDER BY ... LIMIT an index must serve in
+ * order (a claim): planned, when it is, without sorts (see the file header).
+ */
+int
+ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls)
+{
+	int			n = 0;
+
+	in_order = true;
+	PG_TRY();
+	{
+		n = ij_exec(p, values, nulls);
+	}
+	PG_FINALLY();
+	{
+		in_order = false;
+	}
+	PG_END_TRY();
+	return n;
 }
 
 /* column col (1-based) of result row row */
