@@ -54,7 +54,8 @@ CREATE TABLE floor.jobs (
 	CONSTRAINT jobs_pkey PRIMARY KEY (id),
 	CONSTRAINT jobs_owner_key UNIQUE (owner_id, idempotency_key)
 );
-ALTER TABLE floor.jobs SET (fillfactor = 90);
+ALTER TABLE floor.jobs SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02,
+	autovacuum_vacuum_insert_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 
 CREATE TABLE floor.attempts (
 	id				uuid NOT NULL DEFAULT floor.uuid_v7(),
@@ -78,7 +79,8 @@ CREATE TABLE floor.attempts (
 	CONSTRAINT attempts_job_id_fkey FOREIGN KEY (job_id)
 		REFERENCES floor.jobs (id) ON DELETE CASCADE
 );
-ALTER TABLE floor.attempts SET (fillfactor = 90);
+ALTER TABLE floor.attempts SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02,
+	autovacuum_vacuum_insert_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 
 CREATE UNIQUE INDEX attempts_one_in_doubt
 	ON floor.attempts (job_id)
@@ -96,9 +98,9 @@ CREATE INDEX jobs_claim
 	ON floor.jobs (priority DESC, run_at, id)
 	WHERE state = 'pending';
 
-CREATE INDEX jobs_active
-	ON floor.jobs (intent, state, run_at)
-	WHERE state = ANY ('{pending,running,in_doubt}'::floor.job_state[]);
+CREATE INDEX jobs_in_flight
+	ON floor.jobs (intent, state)
+	WHERE state = ANY ('{running,in_doubt}'::floor.job_state[]);
 
 CREATE INDEX jobs_claim_intent
 	ON floor.jobs (intent, priority DESC, run_at, id)

@@ -120,6 +120,8 @@ ALTER TABLE idemjob.race_log ENABLE TRIGGER race_log_guard;
 -- intent ("what must be refunded?", "which provider loses?"), over time
 CREATE INDEX race_log_owner_logged_at ON idemjob.race_log (owner_id, logged_at);
 CREATE INDEX race_log_intent_logged_at ON idemjob.race_log (intent, logged_at);
+-- by time alone: provider_stats(since), retention_stats (below)
+CREATE INDEX race_log_logged_at ON idemjob.race_log (logged_at);
 
 -- compensations: one row per result that was not committed (lost or
 -- rejected), with what it takes to undo it; read from the race log alone,
@@ -230,6 +232,14 @@ REVOKE ALL ON FUNCTION idemjob.set_retry_policy(pg_catalog.text, pg_catalog.int4
 ALTER TABLE idemjob.spent_keys ADD COLUMN open_attempts pg_catalog.jsonb;
 CREATE INDEX spent_keys_open_attempts ON idemjob.spent_keys
 	USING gin (open_attempts pg_catalog.jsonb_path_ops) WHERE open_attempts IS NOT NULL;
+
+-- jobs_in_flight: the jobs running or in doubt (it replaces 1.1's
+-- jobs_active, dropped below with the reasons); built before the first
+-- ALTER TABLE of jobs or attempts ("Lock order")
+CREATE INDEX jobs_in_flight
+	ON idemjob.jobs (intent, state)
+	WHERE state OPERATOR(pg_catalog.=) ANY
+		('{running,in_doubt}'::idemjob.job_state[]);
 
 --
 -- Two-phase claim.  claim(..., lease => true) starts each attempt with a
@@ -384,6 +394,80 @@ WHERE idemjob.owner_visible(a.owner_id)
 GROUP BY j.intent, a.provider;
 
 --
+-- ==== issue 21 (claim): indexes that stay small, and vacuum ====
+--
+-- jobs_active held every job not yet final, pending ones included: a third
+-- index entry for each job of a backlog (jobs_claim and jobs_claim_intent
+-- hold them already), 13 MB after a burst of 200k jobs for 2.4k left
+-- active, and a path a cached claim plan took to read and sort every due
+-- job.  jobs_in_flight holds only the running and in-doubt jobs, so its
+-- size follows the jobs in flight, not the backlog.  Who reads what:
+--   claim(), any intent          jobs_claim (in claim order, stops)
+--   claim(), one intent          jobs_claim_intent (the same)
+--   queue_stats, pending         jobs_claim_intent (or a scan: all pending)
+--   queue_stats, in flight       jobs_in_flight
+--   set_route() forgetting       jobs_claim_intent + jobs_in_flight (BitmapOr)
+--   purge()                      jobs_final
+--   expire_attempts()            attempts_started_deadline
+--   in_doubt                     attempts_one_in_doubt
+--
+-- (jobs_in_flight is built above, before the first ALTER TABLE of jobs:
+-- see "Lock order"; dropping jobs_active locks jobs, which is locked by now)
+DROP INDEX idemjob.jobs_active;
+
+-- the same columns as in 1.1; the pending jobs through jobs_claim_intent
+-- and the others through jobs_in_flight (one index each: no scan of the
+-- final jobs, which are most of the table)
+CREATE OR REPLACE VIEW idemjob.queue_stats WITH (security_barrier) AS
+SELECT j.intent,
+	pg_catalog.count(*) FILTER (WHERE j.state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
+		AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS due,
+	pg_catalog.count(*) FILTER (WHERE j.state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
+		AND j.run_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS scheduled,
+	pg_catalog.count(*) FILTER (WHERE j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state) AS running,
+	pg_catalog.count(*) FILTER (WHERE j.state OPERATOR(pg_catalog.=) 'in_doubt'::idemjob.job_state) AS in_doubt,
+	pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(j.run_at) FILTER (
+		WHERE j.state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
+		AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS oldest_due_age
+FROM (SELECT p.intent, p.state, p.run_at FROM idemjob.jobs p
+	  WHERE p.state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state
+		AND idemjob.owner_visible(p.owner_id)
+	  UNION ALL
+	  SELECT f.intent, f.state, f.run_at FROM idemjob.jobs f
+	  WHERE f.state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])
+		AND idemjob.owner_visible(f.owner_id)) j
+GROUP BY j.intent;
+
+-- Vacuum (docs/operations.md, "Vacuum").  Every claim and every result is
+-- a non-HOT update of jobs (the state is in every partial index's
+-- predicate), and a claim walks jobs_claim past the entries of the jobs
+-- claimed since the last vacuum: autovacuum's default, at 20 % of the
+-- table dead, let a burst of 200k leave 400k dead rows.  At 2 % it comes
+-- ten times as often, and analyze with it.  A DBA's own value (set
+-- before this update) is kept.
+DO $vacuum$
+DECLARE
+	t pg_catalog.text;
+	o pg_catalog.text;
+BEGIN
+	FOREACH t IN ARRAY ARRAY['jobs', 'attempts'] LOOP
+		FOREACH o IN ARRAY ARRAY['autovacuum_vacuum_scale_factor',
+								 'autovacuum_vacuum_insert_scale_factor',
+								 'autovacuum_analyze_scale_factor'] LOOP
+			IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c,
+								   pg_catalog.pg_options_to_table(c.reloptions) r
+						   WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
+							 AND r.option_name OPERATOR(pg_catalog.=) o) THEN
+				EXECUTE pg_catalog.format('ALTER TABLE idemjob.%I SET (%s = 0.02)', t, o);
+			END IF;
+		END LOOP;
+	END LOOP;
+END
+$vacuum$;
+
+-- ==== end issue 21 (claim) ====
+
+--
 -- A column added to (or dropped from, renamed, retyped in) one of these
 -- tables outside the extension's scripts would be in the dump's COPY list
 -- but not in the restored table, and the restore would lose every row: an
@@ -407,7 +491,7 @@ CREATE EVENT TRIGGER idemjob_ddl_guard ON ddl_command_start
 -- not the history.  C, so that it reads the tables as the extension's
 -- owner while the caller needs EXECUTE only (src/stats.c).
 --
-CREATE INDEX race_log_logged_at ON idemjob.race_log (logged_at);
+-- (the index race_log_logged_at is built with the race log's others, above)
 
 -- owner_visible() reads idemjob.owner_bindings (since 1.2) with the latest
 -- snapshot, which a parallel worker cannot take ("cannot update

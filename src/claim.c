@@ -72,13 +72,13 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
  * filter, so that each has an index in claim order: jobs_claim for any
  * intent, jobs_claim_intent for one; several intents filter jobs_claim.
  */
-#define CLAIM_PICK(intent_filter, limit) \
+#define CLAIM_PICK(intent_filter, order, limit) \
 	"SELECT id FROM idemjob.jobs" \
 	"  WHERE state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state" \
 	"  AND run_at OPERATOR(pg_catalog.<=) $1" \
 	intent_filter \
 	"  AND ($3::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $3)" \
-	"  ORDER BY priority DESC, run_at, id" \
+	"  ORDER BY " order "priority DESC, run_at, id" \
 	"  LIMIT " limit " FOR UPDATE SKIP LOCKED"
 #define CLAIM_SQL(job_match, order) \
 	"WITH j AS (" \
@@ -102,19 +102,22 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
  * InitPlan, as in the floor's claim): one job by a scalar sub-select, and
  * one row needs no sort; a batch by ARRAY(sub-select).
  */
-#define CLAIM_ONE_JOB(intent_filter) \
-	CLAIM_SQL("(" CLAIM_PICK(intent_filter, "1") ")", "")
-#define CLAIM_BATCH(intent_filter) \
-	CLAIM_SQL("ANY (ARRAY(" CLAIM_PICK(intent_filter, "$4") "))", \
+#define CLAIM_ONE_JOB(intent_filter, order) \
+	CLAIM_SQL("(" CLAIM_PICK(intent_filter, order, "1") ")", "")
+#define CLAIM_BATCH(intent_filter, order) \
+	CLAIM_SQL("ANY (ARRAY(" CLAIM_PICK(intent_filter, order, "$4") "))", \
 			  " ORDER BY j.priority DESC, j.run_at, j.id")
 
 /*
- * Two plans for each intent filter.  A claim of one job has LIMIT 1 in its
- * text and takes the generic plan at once: with LIMIT 1 it is the index
- * scan in claim order (jobs_claim or jobs_claim_intent) under LockRows,
- * and re-planning it on every call would cost more than running it.  A
- * batch keeps LIMIT $4 and custom plans: in a generic plan the planner
- * would guess that LIMIT at 10% of the rows, and might sort them all.
+ * Two plans for each intent filter, both generic (planned once per
+ * backend, and again only when the tables change): the planner cannot sort
+ * or scan the table for them (ij_exec_in_order, spi_plans.c), so whatever the statistics and
+ * whatever the LIMIT, each is the index scan in claim order (jobs_claim,
+ * or jobs_claim_intent for one intent) under LockRows, stopped after
+ * max_jobs rows; and re-planning on every call would cost more than
+ * running it.  With several intents jobs_claim is walked with the intents
+ * as a filter: it stops after max_jobs matches, but reads the due jobs of
+ * other intents that come first in claim order on the way.
  * The attempt's columns come from j: the data-modifying CTE a runs to
  * completion whether or not the outer query reads it (an error in it
  * aborts the whole statement), so the result needs no join.
@@ -123,21 +126,30 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 #define CLAIM_ONE_TYPES {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, \
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
-#define FILTER_ONE "  AND intent OPERATOR(pg_catalog.=) $2"
+/*
+ * One intent: a range of one value, not "intent = $2", and intent first in
+ * the order.  With an equality the planner drops intent from the order (a
+ * constant), and jobs_claim, filtered, gives the same order: chosen on
+ * statistics that say most due jobs are of this intent, it would read a
+ * backlog of other intents' jobs.  As a range only jobs_claim_intent
+ * (intent, priority DESC, run_at, id) gives the order without a sort.  The
+ * column is COLLATE "C": >= and <= the same value is equality.
+ */
+#define FILTER_ONE "  AND intent OPERATOR(pg_catalog.>=) $2 AND intent OPERATOR(pg_catalog.<=) $2"
 #define FILTER_SOME "  AND intent OPERATOR(pg_catalog.=) ANY ($2)"
 
 static IjPlan claim_plans[3][2] = {
 	{	/* any intent */
-		{CLAIM_ONE_JOB(""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(""), 8, CLAIM_ANY_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN}
 	},
 	{	/* one intent */
-		{CLAIM_ONE_JOB(FILTER_ONE), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(FILTER_ONE), 8, CLAIM_ONE_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN}
 	},
 	{	/* several intents */
-		{CLAIM_ONE_JOB(FILTER_SOME), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(FILTER_SOME), 8, CLAIM_ANY_TYPES, NULL, 0}
+		{CLAIM_ONE_JOB(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
+		{CLAIM_BATCH(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN}
 	}
 };
 
@@ -350,7 +362,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 		args[7] = lease ? TimestampTzGetDatum(TimestampTzPlusMilliseconds(base, idemjob_claim_lease_ms))
 			: (Datum) 0;
 
-		n = ij_exec(plan, args, nulls);
+		n = ij_exec_in_order(plan, args, nulls);
 		if (n > 0 || wait_us == 0)
 			break;
 		SPI_freetuptable(SPI_tuptable);

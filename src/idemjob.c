@@ -495,6 +495,7 @@ _PG_init(void)
 	ij_rowtypes_init();
 	ij_rights_init();
 	ij_guards_init();
+	ij_planner_init();
 	RegisterXactCallback(idemjob_xact_callback, NULL);
 	RegisterSubXactCallback(idemjob_subxact_callback, NULL);
 	ij_sweeper_init();

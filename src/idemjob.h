@@ -126,9 +126,11 @@ extern const char *guard_skip_text;
 extern void ij_guards_init(void);
 extern void ij_guards_xact_end(void);
 
+extern void ij_planner_init(void);
 extern void ij_connect(void);
 extern void ij_finish(void);
 extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);
+extern int	ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls);
 extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
 extern TupleDesc ij_result_tupdesc(FunctionCallInfo fcinfo);

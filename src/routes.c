@@ -56,12 +56,14 @@ static IjPlan set_next = {
 
 /*
  * Jobs not yet final routed to a provider ($2; NULL: any) of an intent go
- * back to their own provider.  Through the index jobs_active.
+ * back to their own provider.  The pending ones through jobs_claim_intent,
+ * the others through jobs_in_flight (one arm of the OR each).
  */
 static IjPlan forget = {
 	"UPDATE idemjob.jobs SET next_provider = NULL"
 	" WHERE intent OPERATOR(pg_catalog.=) $1"
-	" AND state OPERATOR(pg_catalog.=) ANY ('{pending,running,in_doubt}'::idemjob.job_state[])"
+	" AND (state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
+	" OR state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[]))"
 	" AND next_provider IS NOT NULL"
 	" AND ($2::pg_catalog.text IS NULL OR next_provider OPERATOR(pg_catalog.=) $2)",
 	2, {TEXTOID, TEXTOID}, NULL, 0

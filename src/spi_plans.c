@@ -17,6 +17,29 @@
  * (cursor_options): re-planning a statement on every call costs more than
  * running it.
  *
+ * Plans do not depend on statistics (since 1.2).  A plan cached while the
+ * tables were small outlives a burst until the next ANALYZE: a claim whose
+ * plan read every due job through another index and sorted them, or the
+ * foreign-key check of each new attempt (PostgreSQL's own statement, also
+ * cached per backend) as a sequential scan of jobs, took 50-180 ms at a
+ * backlog of 100,000.  The statement's text cannot forbid a Sort or a
+ * sequential scan, so ij_planner() plans the extension's statements, and
+ * the foreign-key statements on its tables, as if enable_seqscan were off
+ * (and jit: these statements are small, and a disabled path's cost would
+ * pass jit_above_cost): a path that reads the whole table costs more than
+ * any path an index provides, so each is the lookup through its index it
+ * was written for, at any table size.  A statement run by ij_exec_in_order()
+ * (a claim) is planned as if enable_sort were off too: its ORDER BY ...
+ * LIMIT can then only be the index scan that gives that order, stopped
+ * after LIMIT rows (jobs_claim, or jobs_claim_intent for one intent), not
+ * a sort of every due job, whatever the statistics.  Only those: a
+ * statement whose ORDER BY is best served by a sort of a few rows (a
+ * worker's attempts, ORDER BY id) would otherwise walk a whole index in
+ * that order.  A statement with no index to serve it still gets its sort
+ * or scan (they are only made dearer), and the caller's own statements
+ * are planned as the caller set them.  Only planning pays for this, which
+ * a generic plan does once.
+ *
  * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
  * the unique constraints, not the C code, are what make a second job or a
  * second in-doubt attempt impossible.
@@ -37,13 +60,83 @@
 
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "jit/jit.h"
 #include "miscadmin.h"
+#include "optimizer/cost.h"
+#include "optimizer/planner.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/tuplestore.h"
 
 #include "idemjob.h"
+
+static planner_hook_type prev_planner = NULL;
+/* ij_exec_in_order() is running its statement: plan it without sorts */
+static bool in_order = false;
+
+/*
+ * A statement planned inside an idemjob function: its own (the text
+ * ij_exec() is running) or the foreign-key checks and cascades PostgreSQL
+ * runs on its tables ("... ONLY \"idemjob\".\"jobs\" ...").  A DBA's
+ * trigger's statements are not.
+ */
+static bool
+own_statement(const char *query_string)
+{
+	if (idemjob_trusted_depth <= 0 || query_string == NULL)
+		return false;
+	return query_string == guard_skip_text ||
+		strstr(query_string, "ONLY \"idemjob\".") != NULL;
+}
+
+/* see the file header: no sequential scan (no sort) where an index serves */
+static PlannedStmt *
+ij_planner(Query *parse, const char *query_string, int cursorOptions,
+		   ParamListInfo boundParams)
+{
+	bool		own = own_statement(query_string);
+	bool		save_seqscan = enable_seqscan;
+	bool		save_sort = enable_sort;
+	bool		save_incremental_sort = enable_incremental_sort;
+	bool		save_jit = jit_enabled;
+	PlannedStmt *result;
+
+	if (own)
+	{
+		enable_seqscan = false;
+		/* a disabled path's cost would pass jit_above_cost: 0.5 s of JIT */
+		jit_enabled = false;
+		if (in_order && query_string == guard_skip_text)
+		{
+			enable_sort = false;
+			enable_incremental_sort = false;
+		}
+	}
+	PG_TRY();
+	{
+		if (prev_planner)
+			result = prev_planner(parse, query_string, cursorOptions, boundParams);
+		else
+			result = standard_planner(parse, query_string, cursorOptions, boundParams);
+	}
+	PG_FINALLY();
+	{
+		enable_seqscan = save_seqscan;
+		enable_sort = save_sort;
+		enable_incremental_sort = save_incremental_sort;
+		jit_enabled = save_jit;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+void
+ij_planner_init(void)
+{
+	prev_planner = planner_hook;
+	planner_hook = ij_planner;
+}
 
 void
 ij_connect(void)
@@ -97,6 +190,28 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 p->sql, SPI_result_code_string(ret));
 	return (int) SPI_processed;
+}
+
+/*
+ * ij_exec() for a statement whose ORDER BY ... LIMIT an index must serve in
+ * order (a claim): planned, when it is, without sorts (see the file header).
+ */
+int
+ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls)
+{
+	int			n = 0;
+
+	in_order = true;
+	PG_TRY();
+	{
+		n = ij_exec(p, values, nulls);
+	}
+	PG_FINALLY();
+	{
+		in_order = false;
+	}
+	PG_END_TRY();
+	return n;
 }
 
 /* column col (1-based) of result row row */

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(121);
+SELECT plan(126);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -54,6 +54,28 @@ SELECT is(
 	  WHERE indexrelid = 'idemjob.attempts_one_in_doubt'::regclass),
 	$$(state = ANY ('{started,unknown}'::idemjob.attempt_state[]))$$,
 	'the in-doubt index is partial on started and unknown');
+
+-- since 1.2 (issue 21): the jobs' partial indexes, one set of rows each
+SELECT indexes_are('idemjob', 'jobs', ARRAY['jobs_pkey', 'jobs_owner_key', 'jobs_claim',
+	'jobs_claim_intent', 'jobs_in_flight', 'jobs_final'], 'jobs has exactly its six indexes');
+SELECT indexes_are('idemjob', 'attempts', ARRAY['attempts_pkey', 'attempts_job_attempt_no_key',
+	'attempts_one_in_doubt', 'attempts_started_deadline', 'attempts_unknown'],
+	'attempts has exactly its five indexes');
+SELECT has_index('idemjob', 'jobs', 'jobs_in_flight', ARRAY['intent', 'state']);
+SELECT is(
+	(SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+	  WHERE indexrelid = 'idemjob.jobs_in_flight'::regclass),
+	$$(state = ANY ('{running,in_doubt}'::idemjob.job_state[]))$$,
+	'jobs_in_flight holds running and in-doubt jobs only, not the backlog');
+SELECT is(
+	(SELECT array_agg(c.relname::text || ':' || o.option_name || '=' || o.option_value ORDER BY c.relname, o.option_name)
+	   FROM pg_class c, pg_options_to_table(c.reloptions) o
+	  WHERE c.relnamespace = 'idemjob'::regnamespace AND c.relname IN ('jobs', 'attempts')),
+	ARRAY['attempts:autovacuum_analyze_scale_factor=0.02', 'attempts:autovacuum_vacuum_insert_scale_factor=0.02',
+		  'attempts:autovacuum_vacuum_scale_factor=0.02', 'attempts:fillfactor=90',
+		  'jobs:autovacuum_analyze_scale_factor=0.02', 'jobs:autovacuum_vacuum_insert_scale_factor=0.02',
+		  'jobs:autovacuum_vacuum_scale_factor=0.02', 'jobs:fillfactor=90'],
+	'jobs and attempts: fillfactor 90, autovacuum at 2 %');
 
 SELECT has_table('idemjob', 'race_log', 'race_log');
 SELECT columns_are('idemjob', 'race_log', ARRAY['logged_at', 'job_id', 'owner_id', 'attempt_id',
