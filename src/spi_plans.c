@@ -96,10 +96,10 @@ ij_planner(Query *parse, const char *query_string, int cursorOptions,
 		   ParamListInfo boundParams)
 {
 	bool		own = own_statement(query_string);
-	bool		save_seqscan = enable_seqscan;
-	bool		save_sort = enable_sort;
-	bool		save_incremental_sort = enable_incremental_sort;
-	bool		save_jit = jit_enabled;
+	volatile bool save_seqscan = enable_seqscan;
+	volatile bool save_sort = enable_sort;
+	volatile bool save_incremental_sort = enable_incremental_sort;
+	volatile bool save_jit = jit_enabled;
 	PlannedStmt *result;
 
 	if (own)
@@ -199,7 +199,7 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 int
 ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls)
 {
-	int			n = 0;
+	volatile int n = 0;
 
 	in_order = true;
 	PG_TRY();
