@@ -94,13 +94,14 @@ FROM h WHERE c < 30 OR c BETWEEN 35 AND 39;
 -- the race log: one row per result not committed
 INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id,
 	expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider,
-	intent, idempotency_key, winner_provider, dropped_result)
+	intent, idempotency_key, winner_provider, dropped_result, fenced_at)
 SELECT CASE WHEN c < 35 THEN at + late ELSE at - interval '2 s' END, job_id, owner_id, a1,
 	CASE WHEN c < 30 THEN a2 END, 0, CASE WHEN c < 30 THEN 1 WHEN c < 35 THEN 2 ELSE 0 END,
 	CASE WHEN c < 30 THEN 'slot_taken' WHEN c < 35 THEN 'version_moved' ELSE 'rejected' END,
 	sha256(convert_to(r::text, 'UTF8')), octet_length(r::text),
-	CASE WHEN c < 35 THEN late END, p1, intent, 'order-' || i,
-	CASE WHEN c < 30 THEN p2 END, CASE WHEN i % 2 = 0 THEN r END
+	CASE WHEN c < 30 THEN late END, p1, intent, 'order-' || i,
+	CASE WHEN c < 30 THEN p2 END, CASE WHEN i % 2 = 0 THEN r END,
+	CASE WHEN c BETWEEN 30 AND 34 THEN at END
 FROM h, LATERAL (SELECT jsonb_build_object('charge_id', 'late_' || i) AS r) x
 WHERE c < 40;
 RESET session_replication_role;

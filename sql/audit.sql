@@ -85,10 +85,12 @@ SELECT CASE attempt_id WHEN :'a1' THEN 'a1' WHEN :'b1' THEN 'b1' WHEN :'c1' THEN
 	dropped_result ->> 'charge_id' AS charge_to_refund, expected_version, found_version
 FROM idemjob.compensations ORDER BY logged_at;
 -- late_by of the version_moved loser: since its fence (the cancellation),
--- 20 ms before the job's cancellation
-SELECT r.late_by - (r.logged_at - j.completed_at) >= '20 ms' AS since_fence
-FROM idemjob.race_log r, idemjob.jobs j
-WHERE r.attempt_id = :'b1' AND j.id = :'j2';
+-- 20 ms before the job's cancellation; in the race log, fenced_at, and
+-- late_by NULL as the contract has it
+SELECT c.late_by - (c.logged_at - j.completed_at) >= '20 ms' AS since_fence,
+	c.late_by = r.logged_at - r.fenced_at AS from_fenced_at, r.late_by IS NULL AS contract_late_by
+FROM idemjob.compensations c, idemjob.race_log r, idemjob.jobs j
+WHERE c.attempt_id = :'b1' AND r.attempt_id = :'b1' AND j.id = :'j2';
 
 CREATE TEMP TABLE before_purge AS SELECT * FROM idemjob.compensations;
 SELECT pg_sleep(0.01);

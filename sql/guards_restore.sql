@@ -125,8 +125,8 @@ SELECT label, pg_temp.check('race_log', :'race', o::jsonb) FROM (VALUES
 	('slot_taken', '{}'),
 	('slot_taken, no late_by', '{"late_by": null}'),
 	('version_moved', '{"reason": "version_moved", "winner_attempt_id": null, "late_by": null, "found_version": 1}'),
-	-- since 1.2 (issue 21): late_by since the fence, the rejected, the columns that stand alone
-	('version_moved with late_by', '{"reason": "version_moved", "winner_attempt_id": null}'),
+	-- since 1.2 (issue 21): fenced_at, the rejected, the columns that stand alone
+	('version_moved, fenced_at', '{"reason": "version_moved", "winner_attempt_id": null, "late_by": null, "fenced_at": "2026-01-01 00:00:00+00"}'),
 	('rejected, version not moved', '{"reason": "rejected", "winner_attempt_id": null, "late_by": null, "found_version": 0}'),
 	('rejected on a won job', '{"reason": "rejected", "late_by": null}'),
 	('intent, key, winner_provider', '{"intent": "charge", "idempotency_key": "k1", "winner_provider": "p2"}'),
@@ -135,7 +135,10 @@ SELECT label, pg_temp.check('race_log', :'race', o::jsonb) FROM (VALUES
 	('slot_taken, no winner', '{"winner_attempt_id": null}'),
 	('slot_taken, the loser as winner', jsonb_build_object('winner_attempt_id', (:'race'::jsonb)->'attempt_id')),
 	('version_moved with a winner', '{"reason": "version_moved", "late_by": null}'),
+	('version_moved with late_by (the contract: NULL)', '{"reason": "version_moved", "winner_attempt_id": null}'),
+	('slot_taken with fenced_at', '{"fenced_at": "2026-01-01 00:00:00+00"}'),
 	('rejected with late_by', '{"reason": "rejected"}'),
+	('rejected with fenced_at', '{"reason": "rejected", "late_by": null, "fenced_at": "2026-01-01 00:00:00+00"}'),
 	('rejected, found < expected', '{"reason": "rejected", "late_by": null, "expected_version": 3}'),
 	('winner_provider without winner', '{"reason": "version_moved", "winner_attempt_id": null, "winner_provider": "p2"}'),
 	('intent empty', '{"intent": ""}'),

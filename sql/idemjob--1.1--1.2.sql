@@ -91,6 +91,7 @@ ALTER TABLE idemjob.race_log
 	ADD COLUMN idempotency_key pg_catalog.text COLLATE pg_catalog."C",
 	ADD COLUMN winner_provider pg_catalog.text COLLATE pg_catalog."C",
 	ADD COLUMN dropped_result pg_catalog.jsonb,
+	ADD COLUMN fenced_at pg_catalog.timestamptz,
 	DROP CONSTRAINT race_log_reason_check,
 	ADD CONSTRAINT race_log_reason_check
 		CHECK (reason OPERATOR(pg_catalog.=) ANY
@@ -125,11 +126,14 @@ CREATE INDEX race_log_logged_at ON idemjob.race_log (logged_at);
 
 -- compensations: one row per result that was not committed (lost or
 -- rejected), with what it takes to undo it; read from the race log alone,
--- so the same before and after purge()
+-- so the same before and after purge().  late_by for every loser: the
+-- contract's late_by (since the winner's commit, slot_taken only), else
+-- since the fence (fenced_at, version_moved)
 CREATE VIEW idemjob.compensations WITH (security_barrier) AS
 SELECT r.logged_at, r.job_id, r.owner_id, r.idempotency_key, r.intent,
 	r.provider, r.attempt_id, r.reason,
-	r.winner_attempt_id, r.winner_provider, r.late_by,
+	r.winner_attempt_id, r.winner_provider,
+	COALESCE(r.late_by, r.logged_at OPERATOR(pg_catalog.-) r.fenced_at) AS late_by,
 	r.result_sha256, r.result_bytes, r.dropped_result,
 	r.expected_version, r.found_version
 FROM idemjob.race_log r

@@ -148,14 +148,16 @@ static IjPlan attempt_done = {
  * keep_dropped_results is on ($5).  One statement reads the job and the
  * attempt as they are now and writes the row.  $6 false: lost, reason
  * slot_taken when the job has a winner, else version_moved; true:
- * rejected (the contract refused it), whatever the job holds.  late_by
- * (none for rejected: not a race) is logged_at minus the moment the
- * attempt was out of the race: the winner's commit (jobs.completed_at)
- * with a winner; else its own cancellation (attempts.finished_at of a
- * cancelled attempt: cancel_attempt, the doubt policy or
- * abandon_attempts, which fence it); else the job's end (completed_at:
- * cancel_job, or failed); else the job's last change (updated_at).  Read
- * before the attempt's own update (which sets finished_at again).  ON
+ * rejected (the contract refused it), whatever the job holds.  The moment
+ * the attempt was out of the race: with a winner, the winner's commit
+ * (jobs.completed_at), and late_by is logged_at minus it (the contract's
+ * late_by, only for slot_taken); without one (version_moved), fenced_at:
+ * its own cancellation (attempts.finished_at of a cancelled attempt:
+ * cancel_attempt, the doubt policy or abandon_attempts, which fence it),
+ * else the job's end (completed_at: cancel_job, or failed), else the job's
+ * last change (updated_at); compensations.late_by is the one or the
+ * other.  Neither for rejected: not a race.  Read before the attempt's
+ * own update (which sets finished_at again).  ON
  * CONFLICT: the one row per attempt (race_log_attempt_id) is never
  * written twice.
  */
@@ -163,21 +165,21 @@ static IjPlan log_race = {
 	"INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id,"
 	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
 	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
-	" dropped_result)"
+	" dropped_result, fenced_at)"
 	" SELECT t.now, j.id, a.owner_id, a.id, j.completed_by, a.read_version, j.version,"
 	" CASE WHEN $6 THEN 'rejected'::pg_catalog.text"
 	" WHEN j.completed_by IS NULL THEN 'version_moved'::pg_catalog.text"
 	" ELSE 'slot_taken'::pg_catalog.text END,"
 	" $3, $4,"
-	" CASE WHEN $6 THEN NULL::pg_catalog.interval"
-	" ELSE t.now OPERATOR(pg_catalog.-) CASE"
-	"  WHEN j.completed_by IS NOT NULL THEN j.completed_at"
-	"  WHEN a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state THEN a.finished_at"
-	"  ELSE COALESCE(j.completed_at, j.updated_at) END END,"
+	" CASE WHEN NOT $6 AND j.completed_by IS NOT NULL"
+	"  THEN t.now OPERATOR(pg_catalog.-) j.completed_at END,"
 	" a.provider, j.intent, j.idempotency_key,"
 	" (SELECT w.provider FROM idemjob.attempts w"
 	"  WHERE w.id OPERATOR(pg_catalog.=) j.completed_by),"
-	" $5"
+	" $5,"
+	" CASE WHEN $6 OR j.completed_by IS NOT NULL THEN NULL::pg_catalog.timestamptz"
+	"  WHEN a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state THEN a.finished_at"
+	"  ELSE COALESCE(j.completed_at, j.updated_at) END"
 	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t, idemjob.jobs j, idemjob.attempts a"
 	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) $2"
 	" ON CONFLICT (attempt_id) DO NOTHING"
@@ -211,18 +213,19 @@ static IjPlan log_purged_race = {
 	"INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id,"
 	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
 	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
-	" dropped_result)"
+	" dropped_result, fenced_at)"
 	" SELECT t.now, s.job_id, s.owner_id, $1, " TOMB("winner_attempt_id") "::pg_catalog.uuid,"
 	" COALESCE(" TOMB("read_version") "::pg_catalog.int8, 0),"
 	" COALESCE(" TOMB("job_version") "::pg_catalog.int8, 0),"
 	" CASE WHEN " TOMB("winner_attempt_id") " IS NULL THEN 'version_moved'::pg_catalog.text"
 	" ELSE 'slot_taken'::pg_catalog.text END,"
 	" $2, $3,"
-	" t.now OPERATOR(pg_catalog.-) CASE"
-	"  WHEN " TOMB("winner_attempt_id") " IS NOT NULL THEN s.completed_at"
-	"  ELSE COALESCE(" TOMB("cancelled_at") "::pg_catalog.timestamptz, s.completed_at) END,"
+	" CASE WHEN " TOMB("winner_attempt_id") " IS NOT NULL"
+	"  THEN t.now OPERATOR(pg_catalog.-) s.completed_at END,"
 	" " TOMB("provider") ", " TOMB("intent") ", s.idempotency_key, " TOMB("winner_provider") ","
-	" $4"
+	" $4,"
+	" CASE WHEN " TOMB("winner_attempt_id") " IS NULL"
+	"  THEN COALESCE(" TOMB("cancelled_at") "::pg_catalog.timestamptz, s.completed_at) END"
 	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t,"
 	" idemjob.spent_keys s, pg_catalog.jsonb_array_elements(s.open_attempts) e"
 	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"

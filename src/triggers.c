@@ -162,7 +162,7 @@ enum
 {
 	R_LOGGED_AT, R_JOB_ID, R_OWNER, R_ATTEMPT_ID, R_WINNER, R_EXPECTED,
 	R_FOUND, R_REASON, R_SHA256, R_BYTES, R_LATE_BY, R_PROVIDER,
-	R_INTENT, R_KEY, R_WINNER_PROVIDER, R_DROPPED_RESULT, R_NCOLS
+	R_INTENT, R_KEY, R_WINNER_PROVIDER, R_DROPPED_RESULT, R_FENCED_AT, R_NCOLS
 };
 static const GuardCol race_log_cols[R_NCOLS] = {
 	{"logged_at", TIMESTAMPTZOID}, {"job_id", UUIDOID},
@@ -172,7 +172,8 @@ static const GuardCol race_log_cols[R_NCOLS] = {
 	{"result_sha256", BYTEAOID}, {"result_bytes", INT4OID},
 	{"late_by", INTERVALOID}, {"provider", TEXTOID},
 	{"intent", TEXTOID}, {"idempotency_key", TEXTOID},
-	{"winner_provider", TEXTOID}, {"dropped_result", JSONBOID}
+	{"winner_provider", TEXTOID}, {"dropped_result", JSONBOID},
+	{"fenced_at", TIMESTAMPTZOID}
 };
 
 /* contracts */
@@ -1242,17 +1243,20 @@ idemjob_race_log_guard(PG_FUNCTION_ARGS)
 	{
 		if (is_null(&g, R_WINNER))
 			refuse(&g, "Reason slot_taken names the winner (winner_attempt_id).");
+		if (!is_null(&g, R_FENCED_AT))
+			refuse(&g, "Reason slot_taken has no fenced_at (its late_by counts from the winner).");
 	}
 	else if (strcmp(reason, "version_moved") == 0)
 	{
-		if (!is_null(&g, R_WINNER))
-			refuse(&g, "Reason version_moved has no winner_attempt_id.");
+		/* late since the fence: fenced_at (1.2), never late_by (the contract) */
+		if (!is_null(&g, R_WINNER) || !is_null(&g, R_LATE_BY))
+			refuse(&g, "Reason version_moved has no winner_attempt_id and no late_by.");
 	}
 	else if (strcmp(reason, "rejected") == 0)
 	{
 		/* not a race: the contract refused it, the version may not have moved */
-		if (!is_null(&g, R_LATE_BY))
-			refuse(&g, "Reason rejected has no late_by.");
+		if (!is_null(&g, R_LATE_BY) || !is_null(&g, R_FENCED_AT))
+			refuse(&g, "Reason rejected has no late_by and no fenced_at.");
 		if (found < expected)
 			refuse(&g, "found_version " INT64_FORMAT " is before expected_version " INT64_FORMAT ".",
 				   found, expected);

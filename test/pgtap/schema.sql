@@ -81,7 +81,7 @@ SELECT has_table('idemjob', 'race_log', 'race_log');
 SELECT columns_are('idemjob', 'race_log', ARRAY['logged_at', 'job_id', 'owner_id', 'attempt_id',
 	'winner_attempt_id', 'expected_version', 'found_version', 'reason', 'result_sha256',
 	'result_bytes', 'late_by', 'provider', 'intent', 'idempotency_key', 'winner_provider',
-	'dropped_result']);
+	'dropped_result', 'fenced_at']);
 SELECT hasnt_fk('idemjob', 'race_log', 'race-log rows outlive their job: no foreign key');
 SELECT col_type_is('idemjob', 'race_log', 'result_sha256', 'bytea', 'idemjob.race_log.result_sha256.bytea');
 SELECT col_type_is('idemjob', 'race_log', 'late_by', 'interval', 'idemjob.race_log.late_by.interval');

@@ -165,9 +165,11 @@ INSERT INTO soak_check (check_name, violations)
 SELECT 'race_log reason, winner and versions consistent', count(*)
 FROM idemjob.race_log r JOIN idemjob.jobs j ON j.id = r.job_id
 WHERE NOT (
-	(r.reason = 'slot_taken' AND r.winner_attempt_id = j.completed_by AND r.late_by >= '0')
-	OR (r.reason = 'version_moved' AND r.winner_attempt_id IS NULL AND r.late_by >= '0')
-	OR (r.reason = 'rejected' AND r.late_by IS NULL
+	(r.reason = 'slot_taken' AND r.winner_attempt_id = j.completed_by AND r.late_by >= '0'
+		AND r.fenced_at IS NULL)
+	OR (r.reason = 'version_moved' AND r.winner_attempt_id IS NULL AND r.late_by IS NULL
+		AND r.fenced_at <= r.logged_at)
+	OR (r.reason = 'rejected' AND r.late_by IS NULL AND r.fenced_at IS NULL
 		AND (r.winner_attempt_id IS NULL OR r.winner_attempt_id = j.completed_by)
 		AND r.found_version >= r.expected_version))
    OR (r.reason <> 'rejected' AND r.found_version <= r.expected_version)
