@@ -90,44 +90,56 @@ own_statement(const char *query_string)
 		strstr(query_string, "ONLY \"idemjob\".") != NULL;
 }
 
+/* the planner as it would run without idemjob's hook */
+static PlannedStmt *
+plan_with_hooks(Query *parse, const char *query_string, int cursorOptions,
+				ParamListInfo boundParams)
+{
+	if (prev_planner)
+		return prev_planner(parse, query_string, cursorOptions, boundParams);
+	return standard_planner(parse, query_string, cursorOptions, boundParams);
+}
+
 /* see the file header: no sequential scan (no sort) where an index serves */
 static PlannedStmt *
 ij_planner(Query *parse, const char *query_string, int cursorOptions,
 		   ParamListInfo boundParams)
 {
-	bool		own = own_statement(query_string);
-	volatile bool save_seqscan = enable_seqscan;
-	volatile bool save_sort = enable_sort;
-	volatile bool save_incremental_sort = enable_incremental_sort;
-	volatile bool save_jit = jit_enabled;
+	bool		save_seqscan = enable_seqscan;
+	bool		save_sort = enable_sort;
+	bool		save_incremental_sort = enable_incremental_sort;
+	bool		save_jit = jit_enabled;
 	PlannedStmt *result;
 
-	if (own)
+	if (!own_statement(query_string))
+		return plan_with_hooks(parse, query_string, cursorOptions, boundParams);
+
+	enable_seqscan = false;
+	/* a disabled path's cost would pass jit_above_cost: 0.5 s of JIT */
+	jit_enabled = false;
+	if (in_order && query_string == guard_skip_text)
 	{
-		enable_seqscan = false;
-		/* a disabled path's cost would pass jit_above_cost: 0.5 s of JIT */
-		jit_enabled = false;
-		if (in_order && query_string == guard_skip_text)
-		{
-			enable_sort = false;
-			enable_incremental_sort = false;
-		}
+		enable_sort = false;
+		enable_incremental_sort = false;
 	}
+	/* the settings come back whether planning ends or fails */
 	PG_TRY();
 	{
-		if (prev_planner)
-			result = prev_planner(parse, query_string, cursorOptions, boundParams);
-		else
-			result = standard_planner(parse, query_string, cursorOptions, boundParams);
+		result = plan_with_hooks(parse, query_string, cursorOptions, boundParams);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		enable_seqscan = save_seqscan;
 		enable_sort = save_sort;
 		enable_incremental_sort = save_incremental_sort;
 		jit_enabled = save_jit;
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	enable_seqscan = save_seqscan;
+	enable_sort = save_sort;
+	enable_incremental_sort = save_incremental_sort;
+	jit_enabled = save_jit;
 	return result;
 }
 
@@ -199,18 +211,20 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 int
 ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls)
 {
-	volatile int n = 0;
+	int			n;
 
 	in_order = true;
 	PG_TRY();
 	{
 		n = ij_exec(p, values, nulls);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		in_order = false;
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	in_order = false;
 	return n;
 }
 
