@@ -398,13 +398,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	out[1] = a.job_id;
 
 	sha = ij_result_fingerprint(result, &nbytes);
-	if (ij_exec(&race_sha, &attempt_id, NULL) == 1)
-	{
-		if (!bytea_datum_eq(ij_col_nn(0, 1), sha))
-			already_completed(&a);
-		ij_exec(&race_answer, &attempt_id, NULL);
-	}
-	else
+	if (ij_exec(&race_sha, &attempt_id, NULL) == 0)
 	{
 		memset(nulls, ' ', sizeof(nulls));
 		args[0] = attempt_id;
@@ -412,13 +406,35 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 		args[2] = Int32GetDatum(nbytes);
 		args[3] = JsonbPGetDatum(result);
 		nulls[3] = idemjob_keep_dropped_results ? ' ' : 'n';
-		if (ij_exec(&log_purged_race, args, nulls) == 0)
-			elog(ERROR, "the tombstone of attempt %s vanished", ij_uuid_str(attempt_id));
-		out[1] = ij_col_nn(0, 1);
-		out[2] = ij_col_nn(0, 2);
-		out[3] = ij_col(0, 3, &outnull[3]);
-		return true;
+		if (ij_exec(&log_purged_race, args, nulls) == 1)
+		{
+			out[1] = ij_col_nn(0, 1);
+			out[2] = ij_col_nn(0, 2);
+			out[3] = ij_col(0, 3, &outnull[3]);
+			return true;
+		}
+
+		/*
+		 * Nothing written: the same attempt's result sent twice at once (the
+		 * other call's row committed while this one waited on
+		 * race_log_attempt_id: answer from it, as a retry), or key_retention
+		 * deleted the tombstone meanwhile (no such attempt any more).  A
+		 * snapshot that cannot see the other row (REPEATABLE READ) retries.
+		 */
+		if (ij_exec(&race_sha, &attempt_id, NULL) == 0)
+		{
+			if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0)
+				return false;
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to a concurrent result for attempt %s",
+							ij_uuid_str(attempt_id)),
+					 errhint("Retry the transaction.")));
+		}
 	}
+	if (!bytea_datum_eq(ij_col_nn(0, 1), sha))
+		already_completed(&a);
+	ij_exec(&race_answer, &attempt_id, NULL);
 	out[2] = ij_col_nn(0, 1);
 	out[3] = ij_col(0, 2, &outnull[3]);
 	return true;
