@@ -1,4 +1,5 @@
 # test/citus/lib.sh: sourced by the Citus test scripts (test/citus/*.sh).
+# shellcheck shell=bash
 #
 # Installs Citus into a PostgreSQL from a cached tarball of its installed
 # files (built once per machine from ../shared/vendor/citus), and runs a
@@ -36,18 +37,26 @@ ij_citus_src() {
 	return 1
 }
 
+# the vendor patches, in the order they apply (none is fine)
+ij_citus_patches() {
+	local src=$1 p
+	for p in "$src"/*.patch; do
+		[ -f "$p" ] && printf '%s\n' "$p"
+	done
+	return 0
+}
+
 # ij_citus_cache_key PG_CONFIG: citus-VERSION-pgMINOR-PATCHSHA (the first 12
 # hex digits of the sha256 of the patch set, "nopatch" without one).  The
 # tarball holds absolute paths, so it also carries the pkglibdir's hash:
 # a build for /usr/lib/postgresql/15 is not one for a relocated copy.
 ij_citus_cache_key() {
-	local pg_config=$1 src minor patches sum paths
+	local pg_config=$1 src minor patches sum paths p
 	src=$(ij_citus_src)
 	minor=$("$pg_config" --version | awk '{print $2}')
-	patches=$(ls "$src"/*.patch 2>/dev/null | LC_ALL=C sort || true)
+	patches=$(ij_citus_patches "$src")
 	if [ -n "$patches" ]; then
-		# shellcheck disable=SC2086
-		sum=$(cat $patches | sha256sum | cut -c1-12)
+		sum=$(while read -r p; do cat "$p"; done <<<"$patches" | sha256sum | cut -c1-12)
 	else
 		sum=nopatch
 	fi
@@ -61,19 +70,20 @@ ij_citus_cache_key() {
 # IJ_CITUS_MAKE="nice -n 19 make -j1" to spare a busy machine)
 ij_citus_install() {
 	local pg_config=${1:?ij_citus_install PG_CONFIG}
-	local key tarball src work stage
+	local key tarball src work
 	key=$(ij_citus_cache_key "$pg_config")
 	tarball=$IJ_CITUS_CACHE/$key.tar.gz
 	if [ ! -f "$tarball" ]; then
 		ij_log "building Citus $IJ_CITUS_VERSION for $("$pg_config" --version) (cache miss: $tarball)"
+		# shellcheck disable=SC2086 # a list of names
 		ij_install_packages $IJ_CITUS_PACKAGES
 		src=$(ij_citus_src)
 		work=$(mktemp -d /tmp/idemjob-citus-build.XXXXXX)
 		tar -xzf "$src/citus-$IJ_CITUS_VERSION.tar.gz" -C "$work"
 		local p
-		for p in $(ls "$src"/*.patch 2>/dev/null | LC_ALL=C sort); do
-			(cd "$work/citus-$IJ_CITUS_VERSION" && patch -s -p1 <"$p")
-		done
+		while read -r p; do
+			[ -z "$p" ] || (cd "$work/citus-$IJ_CITUS_VERSION" && patch -s -p1 <"$p")
+		done <<<"$(ij_citus_patches "$src")"
 		(
 			cd "$work/citus-$IJ_CITUS_VERSION"
 			./configure -q PG_CONFIG="$pg_config" >"$work/configure.log" 2>&1 ||
