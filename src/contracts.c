@@ -159,7 +159,7 @@ contracts_inval_callback(Datum arg, Oid relid)
 void
 ij_contracts_init(void)
 {
-	CacheRegisterRelcacheCallback(contracts_inval_callback, (Datum) 0);
+	ij_relcache_register(contracts_inval_callback);
 }
 
 static void

@@ -135,6 +135,8 @@ extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
 extern TupleDesc ij_result_tupdesc(FunctionCallInfo fcinfo);
 extern void ij_rowtypes_init(void);
+/* one relcache callback slot for all of idemjob's caches (spi_plans.c) */
+extern void ij_relcache_register(void (*fn) (Datum arg, Oid relid));
 extern void ij_rowtypes_xact_end(void);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
 extern void ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);

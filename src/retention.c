@@ -207,7 +207,7 @@ spent_keys_has_blocks(void)
 
 	if (!spent_keys_callback)
 	{
-		CacheRegisterRelcacheCallback(spent_keys_inval, (Datum) 0);
+		ij_relcache_register(spent_keys_inval);
 		spent_keys_callback = true;
 	}
 	for (;;)

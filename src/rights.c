@@ -115,7 +115,7 @@ void
 ij_rights_init(void)
 {
 	CacheRegisterSyscacheCallback(NAMESPACEOID, owner_inval_callback, (Datum) 0);
-	CacheRegisterRelcacheCallback(bindings_inval_callback, (Datum) 0);
+	ij_relcache_register(bindings_inval_callback);
 }
 
 /*

@@ -143,6 +143,36 @@ ij_planner(Query *parse, const char *query_string, int cursorOptions,
 	return result;
 }
 
+/*
+ * PostgreSQL keeps room for ten relation-cache callbacks per backend
+ * (MAX_RELCACHE_CALLBACKS), shared by every loaded library: idemjob's five
+ * caches with Citus's five and the plan cache's one failed with "out of
+ * relcache_callback_list slots".  They take one slot, and this passes each
+ * invalidation on to all of them.
+ */
+#define IJ_RELCACHE_FNS 8
+static void (*relcache_fns[IJ_RELCACHE_FNS]) (Datum arg, Oid relid);
+static int	relcache_nfns = 0;
+
+static void
+relcache_dispatch(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < relcache_nfns; i++)
+		relcache_fns[i] (arg, relid);
+}
+
+void
+ij_relcache_register(void (*fn) (Datum arg, Oid relid))
+{
+	if (relcache_nfns >= IJ_RELCACHE_FNS)
+		elog(ERROR, "too many idemjob relcache callbacks");
+	if (relcache_nfns == 0)
+		CacheRegisterRelcacheCallback(relcache_dispatch, (Datum) 0);
+	relcache_fns[relcache_nfns++] = fn;
+}
+
 void
 ij_planner_init(void)
 {
@@ -280,7 +310,7 @@ rowtypes_inval_callback(Datum arg, Oid relid)
 void
 ij_rowtypes_init(void)
 {
-	CacheRegisterRelcacheCallback(rowtypes_inval_callback, (Datum) 0);
+	ij_relcache_register(rowtypes_inval_callback);
 }
 
 /* at the end of every transaction: free the descriptors dropped in it */

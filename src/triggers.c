@@ -733,7 +733,7 @@ is_table(Relation rel, GuardTableId which)
 
 	if (!callbacks_registered)
 	{
-		CacheRegisterRelcacheCallback(guards_relcache_callback, (Datum) 0);
+		ij_relcache_register(guards_relcache_callback);
 		CacheRegisterSyscacheCallback(NAMESPACEOID, guards_syscache_callback, (Datum) 0);
 		callbacks_registered = true;
 	}
