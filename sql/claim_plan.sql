@@ -16,7 +16,7 @@ SET idemjob.notify = off;
 -- did, as counted in this transaction
 CREATE TEMP TABLE before_reads (oid oid, scans bigint, tuples bigint);
 CREATE FUNCTION pg_temp.reads(sql text)
-RETURNS TABLE (relname name, scans bigint, small boolean) LANGUAGE plpgsql AS $$
+RETURNS TABLE (relname name, scans text, small boolean) LANGUAGE plpgsql AS $$
 DECLARE
 	b record;
 BEGIN
@@ -28,9 +28,13 @@ BEGIN
 	   AND (c.oid = 'idemjob.jobs'::regclass
 			OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'idemjob.jobs'::regclass));
 	EXECUTE sql;
-	-- scans: how many; small: fewer than 100 rows or index entries read
+	-- scans: how many (of the primary key only "by key": the foreign-key
+	-- checks' look-ups, which PostgreSQL 15 and 17 count differently);
+	-- small: fewer than 100 rows or index entries read
 	RETURN QUERY
-	SELECT c.relname, pg_stat_get_xact_numscans(r.oid) - r.scans,
+	SELECT c.relname,
+		   CASE WHEN c.relname = 'jobs_pkey' THEN 'by key'
+				ELSE (pg_stat_get_xact_numscans(r.oid) - r.scans)::text END,
 		   pg_stat_get_xact_tuples_returned(r.oid) - r.tuples < 100
 	  FROM before_reads r JOIN pg_class c ON c.oid = r.oid
 	 WHERE pg_stat_get_xact_numscans(r.oid) > r.scans

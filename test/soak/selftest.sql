@@ -46,10 +46,15 @@ WHERE seq = (SELECT seq FROM soak.history WHERE fn = 'submit'
 INSERT INTO soak.history (phase, client, fn, sent, sqlstate, expected)
 VALUES ('selftest', 0, 'submit', '{}', 'XX000', false);
 
--- a purged loser's race_log row lost with its job
+-- a purged loser's race_log row lost with its job (a loser a client was
+-- told "lost" about: since 1.2 the race log holds rejected results too)
 DELETE FROM idemjob.race_log
 WHERE attempt_id = (SELECT r.attempt_id FROM idemjob.race_log r
 					WHERE NOT EXISTS (SELECT 1 FROM idemjob.attempts a WHERE a.id = r.attempt_id)
+					  AND EXISTS (SELECT 1 FROM soak.history h
+								  WHERE h.attempt_id = r.attempt_id AND h.sqlstate = '00000'
+									AND h.fn = 'complete_attempt'
+									AND h.answer ->> 'outcome' = 'lost')
 					ORDER BY r.logged_at LIMIT 1);
 
 -- a purged job without its spent key
