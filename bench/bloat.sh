@@ -37,29 +37,11 @@ else
 fi
 mkdir -p "$OUT"
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-PGDATA_W="$WORK/data"
+source "$HERE/cluster.sh"
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postgres)
 q() { local db=$1; shift; PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -At -d "$db" "$@"; }
 log() { echo "bloat: $*" >&2; }
-UP=0
-cleanup() {
-	local rc=$?
-	[ "$UP" = 1 ] && as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_W" -m fast -w stop >/dev/null 2>&1
-	rm -rf "$WORK"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ -e "$PGDATA_W/postmaster.pid" ] && as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_W" -m immediate stop >/dev/null 2>&1 || true
-rm -rf "$WORK"; mkdir -p "$WORK"
-[ "$(id -u)" = 0 ] && chown postgres: "$WORK"
-as_pg "$PG_BINDIR/initdb" -D "$PGDATA_W" -A trust -U postgres -E UTF8 --locale=C --no-sync >"$WORK/initdb.log" 2>&1
-cat >>"$PGDATA_W/postgresql.conf" <<EOF
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$WORK'
+bench_cluster_start <<EOF
 max_connections = 20
 shared_buffers = 512MB
 synchronous_commit = off
@@ -68,8 +50,6 @@ checkpoint_timeout = 30min
 logging_collector = off
 log_min_messages = warning
 EOF
-as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_W" -l "$WORK/server.log" -w start >/dev/null
-UP=1
 
 cat >"$WORK/submit.sql" <<'EOF'
 SELECT 1 AS ok FROM idemjob.submit('o', pg_catalog.gen_random_uuid()::text, 'bl', '{"n": 1}') \aset

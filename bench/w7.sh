@@ -69,32 +69,14 @@ mkdir -p "$OUT"
 HZ=$(getconf CLK_TCK)
 NOTES=()
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-PGDATA_W="$WORK/data"
+source "$HERE/cluster.sh"
 PSQL=("$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postgres)
 q() { local db=$1; shift; PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -d "$db" "$@"; }
 log() { echo "w7: $*" >&2; }
 note() { NOTES+=("$*"); log "note: $*"; }
 has_w() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 drop_w() { WORKLOADS=$(tr ' ' '\n' <<<"$WORKLOADS" | grep -vx "$1" | tr '\n' ' '); }
-UP=0
-cleanup() {
-	local rc=$?
-	[ "$UP" = 1 ] && as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_W" -m fast -w stop >/dev/null 2>&1
-	rm -rf "$WORK"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ -e "$PGDATA_W/postmaster.pid" ] && as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_W" -m immediate stop >/dev/null 2>&1 || true
-rm -rf "$WORK"; mkdir -p "$WORK"
-[ "$(id -u)" = 0 ] && chown postgres: "$WORK"
-as_pg "$PG_BINDIR/initdb" -D "$PGDATA_W" -A trust -U postgres -E UTF8 --locale=C --no-sync >"$WORK/initdb.log" 2>&1
-cat >>"$PGDATA_W/postgresql.conf" <<EOF
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$WORK'
+bench_cluster_start <<EOF
 max_connections = 40
 shared_buffers = 1GB
 synchronous_commit = off
@@ -110,8 +92,6 @@ autovacuum_vacuum_cost_limit = 10000
 logging_collector = off
 log_min_messages = warning
 EOF
-as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_W" -l "$WORK/server.log" -w start >/dev/null
-UP=1
 PM=$(head -1 "$PGDATA_W/postmaster.pid")
 
 q postgres -c "CREATE DATABASE w7_tmpl"
