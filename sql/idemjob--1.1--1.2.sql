@@ -369,7 +369,10 @@ WHERE (a.state OPERATOR(pg_catalog.=) 'unknown'::idemjob.attempt_state
 	AND idemjob.owner_visible(a.owner_id);
 
 -- provider_stats: released attempts (never sent) are counted apart
--- (compared as text: the new enum value is not usable in this transaction)
+-- (compared as text: the new enum value is not usable in this transaction);
+-- the percentiles rounded to 0.1 ms for people (188.6, not
+-- 188.61200000000002), still double precision, so CREATE OR REPLACE keeps
+-- the view (and anything a DBA built on it)
 CREATE OR REPLACE VIEW idemjob.provider_stats WITH (security_barrier) AS
 SELECT j.intent, a.provider,
 	pg_catalog.count(*) AS attempts,
@@ -382,14 +385,16 @@ SELECT j.intent, a.provider,
 	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) ANY
 		('{started,unknown}'::idemjob.attempt_state[])) AS in_doubt,
 	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state) AS cancelled,
-	pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
+	pg_catalog.round(pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
 		pg_catalog.date_part('epoch'::pg_catalog.text,
 			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
-		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS p50_ms,
-	pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
+		1)::pg_catalog.float8 AS p50_ms,
+	pg_catalog.round(pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
 		pg_catalog.date_part('epoch'::pg_catalog.text,
 			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
-		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS p95_ms,
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
+		1)::pg_catalog.float8 AS p95_ms,
 	pg_catalog.max(a.started_at) AS last_started_at,
 	pg_catalog.count(*) FILTER (WHERE a.state::pg_catalog.text OPERATOR(pg_catalog.=) 'released') AS released
 FROM idemjob.attempts a
@@ -517,38 +522,6 @@ RETURNS TABLE(intent pg_catalog.text, provider pg_catalog.text,
 AS 'MODULE_PATHNAME', 'idemjob_provider_stats'
 LANGUAGE C STABLE ROWS 10;
 REVOKE ALL ON FUNCTION idemjob.provider_stats(pg_catalog.interval) FROM PUBLIC;
-
--- the view's percentiles rounded to 0.1 ms for people (188.6, not
--- 188.61200000000002); still double precision, so CREATE OR REPLACE keeps
--- the view (and anything a DBA built on it)
-CREATE OR REPLACE VIEW idemjob.provider_stats WITH (security_barrier) AS
-SELECT j.intent, a.provider,
-	pg_catalog.count(*) AS attempts,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS succeeded,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'superseded'::idemjob.attempt_state) AS superseded,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
-		AND (a.error OPERATOR(pg_catalog.->>) 'code') OPERATOR(pg_catalog.=) 'contract_violation') AS rejected,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
-		AND (a.error OPERATOR(pg_catalog.->>) 'code') IS DISTINCT FROM 'contract_violation') AS failed,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) ANY
-		('{started,unknown}'::idemjob.attempt_state[])) AS in_doubt,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state) AS cancelled,
-	pg_catalog.round(pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
-		pg_catalog.date_part('epoch'::pg_catalog.text,
-			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
-		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
-		1)::pg_catalog.float8 AS p50_ms,
-	pg_catalog.round(pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
-		pg_catalog.date_part('epoch'::pg_catalog.text,
-			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
-		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
-		1)::pg_catalog.float8 AS p95_ms,
-	pg_catalog.max(a.started_at) AS last_started_at,
-	pg_catalog.count(*) FILTER (WHERE a.state::pg_catalog.text OPERATOR(pg_catalog.=) 'released') AS released
-FROM idemjob.attempts a
-	JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id
-WHERE idemjob.owner_visible(a.owner_id)
-GROUP BY j.intent, a.provider;
 
 --
 -- retention_stats: one row, what purge and purge_race_log have left to
