@@ -154,17 +154,18 @@ SELECT i, idemjob.uuid_v7() AS job_id, idemjob.uuid_v7() AS att,
 	now() - i * interval '2 min' AS at
 FROM generate_series(1, 20000) i;
 INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state,
-	version, attempt_count, completed_by, result, created_at, updated_at, completed_at, run_at)
+	version, attempt_count, completed_by, result, created_at, updated_at, completed_at, run_at, owner_hash)
 SELECT job_id, owner_id, 'k' || i, intent, '{}', provider, 'succeeded', 1, 1, att,
-	'{"charge_id": "x"}', at - interval '1 s', at, at, at - interval '1 s' FROM fill;
+	'{"charge_id": "x"}', at - interval '1 s', at, at, at - interval '1 s', owner_id FROM fill;
 INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version,
-	started_at, finished_at)
-SELECT att, job_id, owner_id, 1, provider, 'succeeded', 0, at - interval '1 s', at FROM fill;
+	started_at, finished_at, owner_hash)
+SELECT att, job_id, owner_id, 1, provider, 'succeeded', 0, at - interval '1 s', at, owner_id FROM fill;
 INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id,
 	expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider,
-	intent, idempotency_key, winner_provider)
+	intent, idempotency_key, winner_provider, owner_hash)
 SELECT at + interval '3 s', job_id, owner_id, idemjob.uuid_v7(), att, 0, 1, 'slot_taken',
-	sha256('{}'), 2, interval '3 s', 'p' || ((i + 1) % 4 + 1), intent, 'k' || i, provider FROM fill;
+	sha256('{}'), 2, interval '3 s', 'p' || ((i + 1) % 4 + 1), intent, 'k' || i, provider,
+	owner_id FROM fill;
 RESET session_replication_role;
 ANALYZE idemjob.jobs, idemjob.attempts, idemjob.race_log;
 

@@ -230,6 +230,23 @@ INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_i
 SELECT pg_temp.try($$UPDATE idemjob.spent_keys SET final_state = 'failed' WHERE owner_id = 'guards'$$);
 SELECT pg_temp.try($$UPDATE idemjob.spent_keys SET idempotency_key = idempotency_key WHERE owner_id = 'guards'$$);
 
+-- owner_hash (since 1.2) is the owner's hash: a raw row without one gets it, a
+-- row with another is refused, and no update moves it
+SELECT spent.owner_hash = idemjob.owner_hash('guards'::text) AS spent_key_hashed
+FROM idemjob.spent_keys spent WHERE idempotency_key = 'spent';
+SELECT pg_temp.try($$INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id, final_state, completed_at, owner_hash)
+	VALUES ('guards', 'spent-elsewhere', sha256('r'), idemjob.uuid_v7(), 'succeeded', now(), idemjob.owner_hash('other'::text))$$);
+SELECT pg_temp.try(format($$INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id, expected_version, found_version, reason, result_sha256, result_bytes, provider, owner_hash)
+	VALUES (now(), %L, 'guards', idemjob.uuid_v7(), 0, 1, 'version_moved', sha256('x'), 1, 'default', 7)$$, :'lj'));
+SELECT pg_temp.try(format($$UPDATE idemjob.jobs SET owner_hash = 7 WHERE id = %L$$, :'lj'));
+SELECT pg_temp.try(format($$UPDATE idemjob.attempts SET owner_hash = 7 WHERE id = %L$$, :'l1'));
+SELECT pg_temp.try(format($$INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, owner_hash)
+	VALUES (idemjob.uuid_v7(), 'guards', 'misrouted', 'charge', '{}', 'default', idemjob.owner_hash('other'::text))$$));
+-- an id made by the extension carries its owner's hash in its last 32 bits
+SELECT idemjob.owner_hash(:'lj'::uuid) = idemjob.owner_hash('guards'::text) AS job_id_hashed,
+	idemjob.owner_hash(:'l1'::uuid) = idemjob.owner_hash('guards'::text) AS attempt_id_hashed,
+	(SELECT owner_hash FROM idemjob.jobs WHERE id = :'lj') = idemjob.owner_hash('guards'::text) AS job_row_hashed;
+
 --
 -- 6. DELETE and TRUNCATE
 --

@@ -570,6 +570,177 @@ ALTER TABLE idemjob.capabilities DROP CONSTRAINT capabilities_capability_check,
 			('{client,worker,operator,admin,monitor}'::pg_catalog.text[]));
 -- ==== end i21 monitoring ====
 
+-- ==== begin issue 22: the owner hash ====
+--
+-- owner_hash: a 32-bit hash of the owner on every per-owner row (jobs,
+-- attempts, race_log, spent_keys), the last column of every unique key and
+-- foreign key, and carried in the low 32 bits of every job and attempt id
+-- the extension makes (docs/scaling.md).  Rows of one owner share it, so a
+-- table partitioned or distributed by owner_hash keeps each owner's jobs,
+-- attempts, race-log rows and spent keys together, and a call given only
+-- an id knows where its rows are.  On one server it is one more column.
+-- (Not "route": that word is taken by the failover order of routes.)
+--
+-- A type of its own (an int4 inside, ordered and hashed as one), so that
+-- an owner_id (text) and an id (uuid) can be assigned to it: Citus routes a
+-- call by coercing its argument to the distribution column's type, and
+-- these two casts are what make submit(owner_id, ...) and
+-- start_attempt(job_id, ...) land on the node of their rows.  The casts
+-- are the extension's own, from and to its own type, so no other use of
+-- text, uuid or int4 in the database changes.
+--
+CREATE TYPE idemjob.owner_hash;
+CREATE FUNCTION idemjob.owner_hash_in(pg_catalog.cstring) RETURNS idemjob.owner_hash
+	AS 'int4in' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION idemjob.owner_hash_out(idemjob.owner_hash) RETURNS pg_catalog.cstring
+	AS 'int4out' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION idemjob.owner_hash_recv(pg_catalog.internal) RETURNS idemjob.owner_hash
+	AS 'int4recv' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION idemjob.owner_hash_send(idemjob.owner_hash) RETURNS pg_catalog.bytea
+	AS 'int4send' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE TYPE idemjob.owner_hash (
+	INPUT = idemjob.owner_hash_in, OUTPUT = idemjob.owner_hash_out,
+	RECEIVE = idemjob.owner_hash_recv, SEND = idemjob.owner_hash_send,
+	LIKE = pg_catalog.int4
+);
+COMMENT ON TYPE idemjob.owner_hash IS 'a 32-bit hash of an owner_id: where an owner''s rows live (docs/scaling.md)';
+
+CREATE FUNCTION idemjob.owner_hash_eq(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
+	AS 'int4eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_ne(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
+	AS 'int4ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_lt(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
+	AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_le(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
+	AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_gt(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
+	AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_ge(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
+	AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_cmp(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.int4
+	AS 'btint4cmp' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_hash(idemjob.owner_hash) RETURNS pg_catalog.int4
+	AS 'hashint4' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash_hash_extended(idemjob.owner_hash, pg_catalog.int8) RETURNS pg_catalog.int8
+	AS 'hashint4extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+CREATE OPERATOR idemjob.= (
+	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_eq,
+	COMMUTATOR = OPERATOR(idemjob.=), NEGATOR = OPERATOR(idemjob.<>),
+	RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR idemjob.<> (
+	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_ne,
+	COMMUTATOR = OPERATOR(idemjob.<>), NEGATOR = OPERATOR(idemjob.=),
+	RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR idemjob.< (
+	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_lt,
+	COMMUTATOR = OPERATOR(idemjob.>), NEGATOR = OPERATOR(idemjob.>=),
+	RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR idemjob.<= (
+	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_le,
+	COMMUTATOR = OPERATOR(idemjob.>=), NEGATOR = OPERATOR(idemjob.>),
+	RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR idemjob.> (
+	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_gt,
+	COMMUTATOR = OPERATOR(idemjob.<), NEGATOR = OPERATOR(idemjob.<=),
+	RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR idemjob.>= (
+	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_ge,
+	COMMUTATOR = OPERATOR(idemjob.<=), NEGATOR = OPERATOR(idemjob.<),
+	RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+
+CREATE OPERATOR CLASS idemjob.owner_hash_ops DEFAULT FOR TYPE idemjob.owner_hash USING btree AS
+	OPERATOR 1 idemjob.<, OPERATOR 2 idemjob.<=, OPERATOR 3 idemjob.=,
+	OPERATOR 4 idemjob.>=, OPERATOR 5 idemjob.>,
+	FUNCTION 1 idemjob.owner_hash_cmp(idemjob.owner_hash, idemjob.owner_hash),
+	FUNCTION 2 pg_catalog.btint4sortsupport(pg_catalog.internal),
+	FUNCTION 4 pg_catalog.btequalimage(pg_catalog.oid);
+CREATE OPERATOR CLASS idemjob.owner_hash_hash_ops DEFAULT FOR TYPE idemjob.owner_hash USING hash AS
+	OPERATOR 1 idemjob.=,
+	FUNCTION 1 idemjob.owner_hash_hash(idemjob.owner_hash),
+	FUNCTION 2 idemjob.owner_hash_hash_extended(idemjob.owner_hash, pg_catalog.int8);
+
+-- owner_hash(owner_id): the hash; owner_hash(id): the owner_hash an id carries
+CREATE FUNCTION idemjob.owner_hash(owner_id pg_catalog.text) RETURNS idemjob.owner_hash
+	AS 'MODULE_PATHNAME', 'idemjob_owner_hash'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION idemjob.owner_hash(id pg_catalog.uuid) RETURNS idemjob.owner_hash
+	AS 'MODULE_PATHNAME', 'idemjob_owner_hash_of_id'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+-- the smallest id an owner_hash can carry (all other bits 0): no id the
+-- extension makes; it exists for Citus, which wants a cast back from the
+-- distribution column's type to a delegated function's argument type
+CREATE FUNCTION idemjob.owner_hash_id(idemjob.owner_hash) RETURNS pg_catalog.uuid
+	AS 'MODULE_PATHNAME', 'idemjob_owner_hash_id'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+-- a UUIDv7 that carries an owner_hash: the ids of the owner_hash's jobs and attempts
+CREATE FUNCTION idemjob.uuid_v7(owner_hash idemjob.owner_hash) RETURNS pg_catalog.uuid
+	AS 'MODULE_PATHNAME', 'idemjob_uuid_v7_owner_hash'
+	LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE CAST (pg_catalog.text AS idemjob.owner_hash)
+	WITH FUNCTION idemjob.owner_hash(pg_catalog.text) AS ASSIGNMENT;
+CREATE CAST (pg_catalog.uuid AS idemjob.owner_hash)
+	WITH FUNCTION idemjob.owner_hash(pg_catalog.uuid) AS ASSIGNMENT;
+CREATE CAST (idemjob.owner_hash AS pg_catalog.uuid)
+	WITH FUNCTION idemjob.owner_hash_id(idemjob.owner_hash);
+-- the operators above are in schema idemjob, where a query that does not
+-- have it on its search_path does not look: there, an owner_hash compares as
+-- the int4 it is (owner_hash = owner_hash, owner_hash = 7), and an int4 can be assigned
+CREATE CAST (idemjob.owner_hash AS pg_catalog.int4) WITHOUT FUNCTION AS IMPLICIT;
+CREATE CAST (pg_catalog.int4 AS idemjob.owner_hash) WITHOUT FUNCTION AS ASSIGNMENT;
+
+--
+-- The column.  Each table is rewritten once, with the owner_hash computed from
+-- the row's owner (a generated column whose expression is then dropped),
+-- and its keys rebuilt with the owner_hash last: ids stay time-ordered in
+-- their indexes (new rows at the right edge; a look-up by id alone, as of
+-- an id made before 1.2, still uses the primary key).  Holds ACCESS
+-- EXCLUSIVE on the four tables for the rewrite and the index builds
+-- (docs/operations.md#upgrading gives the time at 1M jobs).
+--
+ALTER TABLE idemjob.attempts DROP CONSTRAINT attempts_job_id_fkey;
+
+ALTER TABLE idemjob.jobs
+	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED,
+	DROP CONSTRAINT jobs_pkey,
+	DROP CONSTRAINT jobs_owner_key;
+ALTER TABLE idemjob.jobs ALTER COLUMN owner_hash DROP EXPRESSION,
+	ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, owner_hash),
+	ADD CONSTRAINT jobs_owner_key UNIQUE (owner_id, idempotency_key, owner_hash);
+
+DROP INDEX idemjob.attempts_one_in_doubt;
+ALTER TABLE idemjob.attempts
+	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED,
+	DROP CONSTRAINT attempts_pkey,
+	DROP CONSTRAINT attempts_job_attempt_no_key;
+ALTER TABLE idemjob.attempts ALTER COLUMN owner_hash DROP EXPRESSION,
+	ADD CONSTRAINT attempts_pkey PRIMARY KEY (id, owner_hash),
+	ADD CONSTRAINT attempts_job_attempt_no_key UNIQUE (job_id, attempt_no, owner_hash),
+	ADD CONSTRAINT attempts_job_id_fkey FOREIGN KEY (job_id, owner_hash)
+		REFERENCES idemjob.jobs (id, owner_hash) ON DELETE CASCADE;
+-- I3: at most one attempt in doubt per job
+CREATE UNIQUE INDEX attempts_one_in_doubt
+	ON idemjob.attempts (job_id, owner_hash)
+	WHERE state OPERATOR(pg_catalog.=) ANY
+		('{started,unknown}'::idemjob.attempt_state[]);
+
+DROP INDEX idemjob.race_log_attempt_id;
+ALTER TABLE idemjob.race_log
+	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED;
+ALTER TABLE idemjob.race_log ALTER COLUMN owner_hash DROP EXPRESSION;
+CREATE UNIQUE INDEX race_log_attempt_id ON idemjob.race_log (attempt_id, owner_hash);
+
+ALTER TABLE idemjob.spent_keys
+	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED,
+	DROP CONSTRAINT spent_keys_pkey;
+ALTER TABLE idemjob.spent_keys ALTER COLUMN owner_hash DROP EXPRESSION,
+	ADD CONSTRAINT spent_keys_pkey PRIMARY KEY (owner_id, idempotency_key, owner_hash);
+-- ==== end issue 22: the owner hash ====
+
 --
 -- Rights: exactly what the security model says.  Default privileges of the
 -- installing role (ALTER DEFAULT PRIVILEGES), grants made by hand and
@@ -623,6 +794,21 @@ BEGIN
 	-- (a type's USAGE for PUBLIC stays, as PostgreSQL's default gives it)
 	GRANT EXECUTE ON FUNCTION idemjob.validate(pg_catalog.jsonb, pg_catalog.jsonb) TO PUBLIC;
 	GRANT EXECUTE ON FUNCTION idemjob.uuid_v7() TO PUBLIC;
+	-- the owner_hash's functions: pure, and run by anyone a cast to it runs for
+	GRANT EXECUTE ON FUNCTION idemjob.uuid_v7(idemjob.owner_hash),
+		idemjob.owner_hash(pg_catalog.text), idemjob.owner_hash(pg_catalog.uuid),
+		idemjob.owner_hash_id(idemjob.owner_hash),
+		idemjob.owner_hash_eq(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_ne(idemjob.owner_hash, idemjob.owner_hash),
+		idemjob.owner_hash_lt(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_le(idemjob.owner_hash, idemjob.owner_hash),
+		idemjob.owner_hash_gt(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_ge(idemjob.owner_hash, idemjob.owner_hash),
+		idemjob.owner_hash_cmp(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_hash(idemjob.owner_hash),
+		idemjob.owner_hash_hash_extended(idemjob.owner_hash, pg_catalog.int8) TO PUBLIC;
+	-- a type's input and output run without a privilege check: no one
+	-- needs to call them (and a default privilege may or may not grant it)
+	REVOKE ALL ON FUNCTION idemjob.owner_hash_in(pg_catalog.cstring),
+		idemjob.owner_hash_out(idemjob.owner_hash),
+		idemjob.owner_hash_recv(pg_catalog.internal),
+		idemjob.owner_hash_send(idemjob.owner_hash) FROM PUBLIC;
 	FOR r IN SELECT c.grantee, c.capability FROM idemjob.capabilities c LOOP
 		PERFORM idemjob.grant_capability(r.grantee, r.capability);
 	END LOOP;

@@ -179,27 +179,28 @@ CREATE FUNCTION pg_temp.v7(ts timestamptz) RETURNS uuid LANGUAGE sql AS $$
 	SELECT (lpad(to_hex((extract(epoch FROM ts) * 1000)::bigint), 12, '0') || '7'
 		|| substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid $$;
 INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state,
-	version, attempt_count, result, created_at, updated_at, completed_at, run_at)
+	version, attempt_count, result, created_at, updated_at, completed_at, run_at, owner_hash)
 SELECT pg_temp.v7(t), 'm_bulk', 'mb' || g, 'm_bulk', '{}', 'm_a', 'succeeded', 1, 1,
-	'{"id": 1}', t, t + interval '1 s', t + interval '1 s', t
+	'{"id": 1}', t, t + interval '1 s', t + interval '1 s', t, 'm_bulk'::text
 FROM generate_series(1, 30000) g, LATERAL (SELECT now() - interval '2 days' - g * interval '1 s' AS t) x;
 INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version,
-	started_at, deadline, finished_at, result_sha256)
+	started_at, deadline, finished_at, result_sha256, owner_hash)
 SELECT pg_temp.v7(j.created_at), j.id, j.owner_id, 1, j.provider, 'succeeded', 0,
-	j.created_at, j.created_at + interval '30 s', j.created_at + interval '1 s', '\x00'
+	j.created_at, j.created_at + interval '30 s', j.created_at + interval '1 s', '\x00', j.owner_hash
 FROM idemjob.jobs j WHERE j.intent = 'm_bulk';
 -- a third of them also lost a race with a second attempt
 INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version,
-	started_at, deadline, finished_at, result_sha256)
+	started_at, deadline, finished_at, result_sha256, owner_hash)
 SELECT pg_temp.v7(j.created_at + interval '10 ms'), j.id, j.owner_id, 2, 'm_b', 'superseded', 0,
-	j.created_at + interval '10 ms', j.created_at + interval '30 s', j.created_at + interval '2 s', '\x01'
+	j.created_at + interval '10 ms', j.created_at + interval '30 s', j.created_at + interval '2 s', '\x01',
+	j.owner_hash
 FROM idemjob.jobs j WHERE j.intent = 'm_bulk' AND substr(j.idempotency_key, 3)::int % 3 = 0;
 INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id,
 	expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider,
-	intent, idempotency_key)
+	intent, idempotency_key, owner_hash)
 SELECT a.finished_at, a.job_id, a.owner_id, a.id, NULL, 0, 1, 'slot_taken', '\x01', 9,
 	interval '1 s', a.provider, 'm_bulk',
-	(SELECT j.idempotency_key FROM idemjob.jobs j WHERE j.id = a.job_id)
+	(SELECT j.idempotency_key FROM idemjob.jobs j WHERE j.id = a.job_id), a.owner_hash
 FROM idemjob.attempts a WHERE a.owner_id = 'm_bulk' AND a.attempt_no = 2;
 RESET session_replication_role;
 ANALYZE idemjob.jobs, idemjob.attempts, idemjob.race_log;

@@ -63,23 +63,25 @@ PG_FUNCTION_INFO_V1(idemjob_abandon_attempts);
 
 /*
  * The fast path as one statement: the job's UPDATE and the attempt's
- * INSERT (one executor start instead of two).  $1 attempt id, $2 job id,
- * $3 provider (NULL: the job's), $4 worker, $5 deadline.  No row when the
- * job is not a pending job on that provider: nothing was written.
+ * INSERT (one executor start instead of two).  $1 job id, $2 provider
+ * (NULL: the job's), $3 worker, $4 deadline; the attempt's id carries the
+ * job's owner_hash.  No row when the job is not a pending job on that
+ * provider: nothing was written.
  */
 static IjPlan start_fast_insert = {
 	"WITH j AS ("
 	"  UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
-	"  WHERE id OPERATOR(pg_catalog.=) $2"
+	"  WHERE id OPERATOR(pg_catalog.=) $1"
 	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
-	"  AND (($3::pg_catalog.text IS NULL AND next_provider IS NULL)"
-	"   OR provider OPERATOR(pg_catalog.=) $3)"
-	"  RETURNING owner_id, provider, version, attempt_count)"
+	"  AND (($2::pg_catalog.text IS NULL AND next_provider IS NULL)"
+	"   OR provider OPERATOR(pg_catalog.=) $2)"
+	"  RETURNING owner_id, provider, version, attempt_count, owner_hash)"
 	" INSERT INTO idemjob.attempts"
-	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
-	" SELECT $1, $2, j.owner_id, j.attempt_count, j.provider, j.version, $4, $5 FROM j"
+	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline, owner_hash)"
+	" SELECT idemjob.uuid_v7(j.owner_hash), $1, j.owner_id, j.attempt_count, j.provider,"
+	" j.version, $3, $4, j.owner_hash FROM j"
 	" RETURNING *",
-	5, {UUIDOID, UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}, NULL, 0
+	4, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}, NULL, 0
 };
 
 static IjPlan start_lock_job = {
@@ -92,7 +94,7 @@ static IjPlan start_lock_job = {
 static IjPlan start_locked = {
 	"UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	" WHERE id OPERATOR(pg_catalog.=) $1"
-	" RETURNING owner_id, provider, version, attempt_count",
+	" RETURNING owner_id, provider, version, attempt_count, owner_hash",
 	1, {UUIDOID}, NULL, 0
 };
 
@@ -106,10 +108,11 @@ static IjPlan find_in_doubt = {
 
 static IjPlan insert_attempt = {
 	"INSERT INTO idemjob.attempts"
-	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline, owner_hash)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::idemjob.owner_hash)"
 	" RETURNING *",
-	8, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID}, NULL, 0
+	9, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID,
+	INT4OID}, NULL, 0
 };
 
 static IjPlan attempt_row = {
@@ -438,8 +441,8 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	text	   *worker;
 	Interval   *timeout = NULL;
 	Datum		deadline = (Datum) 0;
-	Datum		args[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	Datum		result;
 
 	ij_require(fcinfo, 0, "job_id");
@@ -472,14 +475,13 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	ij_connect();
 
 	/* a pending job on its own provider: one statement, and done */
-	args[0] = UUIDPGetDatum(idemjob_new_uuid());
-	args[1] = job_id;
-	args[2] = provider ? PointerGetDatum(provider) : (Datum) 0;
-	nulls[2] = provider ? ' ' : 'n';
-	args[3] = worker ? PointerGetDatum(worker) : (Datum) 0;
-	nulls[3] = worker ? ' ' : 'n';
-	args[4] = deadline;
-	nulls[4] = timeout ? ' ' : 'n';
+	args[0] = job_id;
+	args[1] = provider ? PointerGetDatum(provider) : (Datum) 0;
+	nulls[1] = provider ? ' ' : 'n';
+	args[2] = worker ? PointerGetDatum(worker) : (Datum) 0;
+	nulls[2] = worker ? ' ' : 'n';
+	args[3] = deadline;
+	nulls[3] = timeout ? ' ' : 'n';
 	if (ij_exec(&start_fast_insert, args, nulls) == 1)
 	{
 		/* another owner's job: the error undoes the statement */
@@ -572,7 +574,9 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 			elog(ERROR, "locked job %s vanished", ij_uuid_str(job_id));
 	}
 
-	args[0] = UUIDPGetDatum(idemjob_new_uuid());
+	/* the attempt's id carries the job's owner_hash (in the row too) */
+	args[8] = ij_col_nn(0, 5);
+	args[0] = UUIDPGetDatum(idemjob_new_uuid_with_hash(DatumGetInt32(args[8])));
 	args[1] = job_id;
 	args[2] = ij_col_nn(0, 1);	/* owner_id */
 	args[3] = ij_col_nn(0, 4);	/* attempt_no = new attempt_count */

@@ -84,15 +84,15 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	"WITH j AS (" \
 	"  UPDATE idemjob.jobs t SET" IJ_JOB_STARTS_SET \
 	"  WHERE t.id OPERATOR(pg_catalog.=) " job_match \
-	"  RETURNING idemjob.uuid_v7() AS attempt_id, t.id, t.owner_id, t.intent," \
+	"  RETURNING idemjob.uuid_v7(t.owner_hash) AS attempt_id, t.id, t.owner_id, t.intent," \
 	"  t.params, COALESCE(t.next_provider, t.provider) AS provider," \
-	"  t.attempt_count, t.version, t.priority, t.run_at)," \
+	"  t.attempt_count, t.version, t.priority, t.run_at, t.owner_hash)," \
 	" a AS (" \
 	"  INSERT INTO idemjob.attempts" \
 	"  (id, job_id, owner_id, attempt_no, provider, read_version, worker, started_at," \
-	"  deadline, lease_until)" \
+	"  deadline, lease_until, owner_hash)" \
 	"  SELECT j.attempt_id, j.id, j.owner_id, j.attempt_count, j.provider, j.version," \
-	"  $5, $6, $7, $8 FROM j)" \
+	"  $5, $6, $7, $8, j.owner_hash FROM j)" \
 	" SELECT j.attempt_id, j.id, j.owner_id, j.intent, j.params, j.provider," \
 	" j.attempt_count, j.version, $7 FROM j" \
 	order

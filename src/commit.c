@@ -165,7 +165,7 @@ static IjPlan log_race = {
 	"INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id,"
 	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
 	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
-	" dropped_result, fenced_at)"
+	" dropped_result, fenced_at, owner_hash)"
 	" SELECT t.now, j.id, a.owner_id, a.id, j.completed_by, a.read_version, j.version,"
 	" CASE WHEN $6 THEN 'rejected'::pg_catalog.text"
 	" WHEN j.completed_by IS NULL THEN 'version_moved'::pg_catalog.text"
@@ -179,10 +179,11 @@ static IjPlan log_race = {
 	" $5,"
 	" CASE WHEN $6 OR j.completed_by IS NOT NULL THEN NULL::pg_catalog.timestamptz"
 	"  WHEN a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state THEN a.finished_at"
-	"  ELSE COALESCE(j.completed_at, j.updated_at) END"
+	"  ELSE COALESCE(j.completed_at, j.updated_at) END,"
+	" a.owner_hash"
 	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t, idemjob.jobs j, idemjob.attempts a"
 	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) $2"
-	" ON CONFLICT (attempt_id) DO NOTHING"
+	" ON CONFLICT (attempt_id, owner_hash) DO NOTHING"
 	" RETURNING found_version, winner_attempt_id",
 	6, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID}, NULL, 0
 };
@@ -213,7 +214,7 @@ static IjPlan log_purged_race = {
 	"INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id,"
 	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
 	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
-	" dropped_result, fenced_at)"
+	" dropped_result, fenced_at, owner_hash)"
 	" SELECT t.now, s.job_id, s.owner_id, $1, " TOMB("winner_attempt_id") "::pg_catalog.uuid,"
 	" COALESCE(" TOMB("read_version") "::pg_catalog.int8, 0),"
 	" COALESCE(" TOMB("job_version") "::pg_catalog.int8, 0),"
@@ -225,14 +226,15 @@ static IjPlan log_purged_race = {
 	" " TOMB("provider") ", " TOMB("intent") ", s.idempotency_key, " TOMB("winner_provider") ","
 	" $4,"
 	" CASE WHEN " TOMB("winner_attempt_id") " IS NULL"
-	"  THEN COALESCE(" TOMB("cancelled_at") "::pg_catalog.timestamptz, s.completed_at) END"
+	"  THEN COALESCE(" TOMB("cancelled_at") "::pg_catalog.timestamptz, s.completed_at) END,"
+	" s.owner_hash"
 	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t,"
 	" idemjob.spent_keys s, pg_catalog.jsonb_array_elements(s.open_attempts) e"
 	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
 	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
 	" AND " TOMB("id") " OPERATOR(pg_catalog.=) $1::pg_catalog.text"
 	" LIMIT 1"
-	" ON CONFLICT (attempt_id) DO NOTHING"
+	" ON CONFLICT (attempt_id, owner_hash) DO NOTHING"
 	" RETURNING job_id, found_version, winner_attempt_id",
 	4, {UUIDOID, BYTEAOID, INT4OID, JSONBOID}, NULL, 0
 };

@@ -110,6 +110,10 @@ extern bool ij_owner_visible(Datum owner_id);
 
 /* uuidv7.c */
 extern pg_uuid_t *idemjob_new_uuid(void);
+/* since 1.2: the owner_hash (a hash of the owner) in ids and rows */
+extern pg_uuid_t *idemjob_new_uuid_with_hash(int32 owner_hash);
+extern int32 ij_owner_hash(text *owner_id);
+extern int32 ij_owner_hash_of_id(const pg_uuid_t *id);
 
 /* spi_plans.c: plans prepared once per backend */
 typedef struct IjPlan

@@ -37,11 +37,11 @@ PG_FUNCTION_INFO_V1(idemjob_cancel_job);
 
 static IjPlan insert_job = {
 	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider,"
-	" run_at, priority, max_attempts)"
-	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9)"
-	" ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
-	9, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
-	INT4OID, INT4OID}, NULL, 0
+	" run_at, priority, max_attempts, owner_hash)"
+	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9, $10::idemjob.owner_hash)"
+	" ON CONFLICT (owner_id, idempotency_key, owner_hash) DO NOTHING",
+	10, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
+	INT4OID, INT4OID, INT4OID}, NULL, 0
 };
 
 static IjPlan find_job = {
@@ -120,8 +120,9 @@ idemjob_submit(PG_FUNCTION_ARGS)
 	text	   *intent;
 	text	   *provider;
 	Jsonb	   *params;
-	Datum		args[9];
-	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int32		owner_hash;
 	bool		due;
 	Datum		out[5];
 	bool		outnull[5] = {false, false, false, false, true};
@@ -151,7 +152,10 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 	tupdesc = ij_result_tupdesc(fcinfo);
 
-	args[0] = UUIDPGetDatum(idemjob_new_uuid());
+	/* the job's id carries its owner_hash (docs/scaling.md) */
+	owner_hash = ij_owner_hash(owner_id);
+	args[0] = UUIDPGetDatum(idemjob_new_uuid_with_hash(owner_hash));
+	args[9] = Int32GetDatum(owner_hash);
 	args[1] = PointerGetDatum(owner_id);
 	args[2] = PointerGetDatum(key);
 	args[3] = PointerGetDatum(intent);

@@ -56,6 +56,8 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/extension.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
 #include "common/sha2.h"
@@ -102,9 +104,9 @@ static IjPlan delete_doomed = {
 	"  DELETE FROM idemjob.jobs j"
 	"  WHERE j.id OPERATOR(pg_catalog.=) ANY ($1)"
 	"  RETURNING j.id, j.owner_id, j.idempotency_key, j.state, j.completed_at, j.version,"
-	"  j.intent, j.completed_by)"
+	"  j.intent, j.completed_by, j.owner_hash)"
 	" INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256,"
-	" job_id, final_state, completed_at, purged_at, open_attempts)"
+	" job_id, final_state, completed_at, purged_at, open_attempts, owner_hash)"
 	" SELECT d.owner_id, d.idempotency_key, s.sha, d.id, d.state, d.completed_at,"
 	" pg_catalog.now(),"
 	" (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', a.id,"
@@ -114,7 +116,8 @@ static IjPlan delete_doomed = {
 	"   (SELECT w.provider FROM idemjob.attempts w"
 	"    WHERE w.id OPERATOR(pg_catalog.=) d.completed_by)))"
 	"  FROM idemjob.attempts a WHERE a.job_id OPERATOR(pg_catalog.=) d.id"
-	"  AND a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state)"
+	"  AND a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state),"
+	" d.owner_hash"
 	" FROM del d JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 	" AS s(id, sha)"
 	" ON s.id OPERATOR(pg_catalog.=) d.id",
@@ -184,10 +187,12 @@ ij_request_sha256(text *intent, text *provider, Jsonb *params)
 
 /*
  * spent_keys' OID, looked up once per backend and forgotten on any
- * relcache invalidation of it (a DROP EXTENSION included); and whether the
- * last look found the table without a block.
+ * relcache invalidation of it (a DROP EXTENSION included); whether its
+ * size says anything (see spent_keys_has_blocks); and whether the last
+ * look found the table without a block.
  */
 static Oid	spent_keys_relid = InvalidOid;
+static bool spent_keys_sized = false;
 static bool spent_keys_callback = false;
 static bool spent_keys_seen_empty = false;
 
@@ -198,7 +203,16 @@ spent_keys_inval(Datum arg, Oid relid)
 		spent_keys_relid = InvalidOid;
 }
 
-/* has spent_keys a block?  (an empty one has none) */
+/*
+ * Could spent_keys hold a row?  An empty plain table has no block, so a
+ * table without one holds none.  Only a plain table says so: the parent of
+ * a partitioned spent_keys (idemjob.partition) has no storage of its own,
+ * and under Citus the table in the catalog is a shell whose rows are in
+ * its shards (other tables, on other nodes): for those the answer is
+ * always yes.  Citus is recognised by its extension being installed; it
+ * can only make spent_keys a shell through DDL on it, which invalidates the
+ * cached answer.
+ */
 static bool
 spent_keys_has_blocks(void)
 {
@@ -225,10 +239,19 @@ spent_keys_has_blocks(void)
 		rel = try_table_open(relid, AccessShareLock);
 		if (rel != NULL)
 		{
+			if (relid != spent_keys_relid)
+				spent_keys_sized = rel->rd_rel->relkind == RELKIND_RELATION &&
+					!OidIsValid(get_extension_oid("citus", true));
 			spent_keys_relid = relid;
 			break;
 		}
 		spent_keys_relid = InvalidOid;
+	}
+	if (!spent_keys_sized)
+	{
+		table_close(rel, NoLock);
+		spent_keys_seen_empty = false;
+		return true;
 	}
 	nblocks = RelationGetNumberOfBlocks(rel);
 	table_close(rel, NoLock);

@@ -71,6 +71,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
@@ -87,6 +88,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -111,6 +113,7 @@ PG_FUNCTION_INFO_V1(idemjob_ddl_guard);
 /* column types that are not built in: resolved in schema idemjob */
 #define JOB_STATE_TYPE		((Oid) 1)
 #define ATTEMPT_STATE_TYPE	((Oid) 2)
+#define OWNER_HASH_TYPE			((Oid) 3)	/* since 1.2 */
 
 typedef struct GuardCol
 {
@@ -124,7 +127,7 @@ enum
 	J_ID, J_OWNER, J_KEY, J_INTENT, J_PARAMS, J_PROVIDER, J_STATE, J_VERSION,
 	J_ATTEMPT_COUNT, J_COMPLETED_BY, J_RESULT, J_CREATED_AT, J_UPDATED_AT,
 	J_COMPLETED_AT, J_CANCEL_REASON, J_PRIORITY, J_RUN_AT, J_MAX_ATTEMPTS,
-	J_ERROR, J_NEXT_PROVIDER, J_NCOLS
+	J_ERROR, J_NEXT_PROVIDER, J_OWNER_HASH, J_NCOLS
 };
 static const GuardCol jobs_cols[J_NCOLS] = {
 	{"id", UUIDOID}, {"owner_id", TEXTOID}, {"idempotency_key", TEXTOID},
@@ -135,7 +138,7 @@ static const GuardCol jobs_cols[J_NCOLS] = {
 	{"updated_at", TIMESTAMPTZOID}, {"completed_at", TIMESTAMPTZOID},
 	{"cancel_reason", TEXTOID}, {"priority", INT4OID},
 	{"run_at", TIMESTAMPTZOID}, {"max_attempts", INT4OID},
-	{"error", JSONBOID}, {"next_provider", TEXTOID}
+	{"error", JSONBOID}, {"next_provider", TEXTOID}, {"owner_hash", OWNER_HASH_TYPE}
 };
 
 /* attempts */
@@ -144,7 +147,7 @@ enum
 	A_ID, A_JOB_ID, A_OWNER, A_ATTEMPT_NO, A_PROVIDER, A_STATE,
 	A_READ_VERSION, A_WORKER, A_STARTED_AT, A_DEADLINE, A_FINISHED_AT,
 	A_ERROR, A_RESULT_SHA256, A_UNKNOWN_AT, A_DROPPED_RESULT, A_LEASE_UNTIL,
-	A_NCOLS
+	A_OWNER_HASH, A_NCOLS
 };
 static const GuardCol attempts_cols[A_NCOLS] = {
 	{"id", UUIDOID}, {"job_id", UUIDOID}, {"owner_id", TEXTOID},
@@ -154,7 +157,7 @@ static const GuardCol attempts_cols[A_NCOLS] = {
 	{"deadline", TIMESTAMPTZOID}, {"finished_at", TIMESTAMPTZOID},
 	{"error", JSONBOID}, {"result_sha256", BYTEAOID},
 	{"unknown_at", TIMESTAMPTZOID}, {"dropped_result", JSONBOID},
-	{"lease_until", TIMESTAMPTZOID}
+	{"lease_until", TIMESTAMPTZOID}, {"owner_hash", OWNER_HASH_TYPE}
 };
 
 /* race_log */
@@ -162,7 +165,8 @@ enum
 {
 	R_LOGGED_AT, R_JOB_ID, R_OWNER, R_ATTEMPT_ID, R_WINNER, R_EXPECTED,
 	R_FOUND, R_REASON, R_SHA256, R_BYTES, R_LATE_BY, R_PROVIDER,
-	R_INTENT, R_KEY, R_WINNER_PROVIDER, R_DROPPED_RESULT, R_FENCED_AT, R_NCOLS
+	R_INTENT, R_KEY, R_WINNER_PROVIDER, R_DROPPED_RESULT, R_FENCED_AT, R_OWNER_HASH,
+	R_NCOLS
 };
 static const GuardCol race_log_cols[R_NCOLS] = {
 	{"logged_at", TIMESTAMPTZOID}, {"job_id", UUIDOID},
@@ -173,7 +177,7 @@ static const GuardCol race_log_cols[R_NCOLS] = {
 	{"late_by", INTERVALOID}, {"provider", TEXTOID},
 	{"intent", TEXTOID}, {"idempotency_key", TEXTOID},
 	{"winner_provider", TEXTOID}, {"dropped_result", JSONBOID},
-	{"fenced_at", TIMESTAMPTZOID}
+	{"fenced_at", TIMESTAMPTZOID}, {"owner_hash", OWNER_HASH_TYPE}
 };
 
 /* contracts */
@@ -203,13 +207,13 @@ static const GuardCol certifications_cols[K_NCOLS] = {
 enum
 {
 	S_OWNER, S_KEY, S_SHA256, S_JOB_ID, S_FINAL_STATE, S_COMPLETED_AT,
-	S_PURGED_AT, S_NCOLS
+	S_PURGED_AT, S_OWNER_HASH, S_NCOLS
 };
 static const GuardCol spent_keys_cols[S_NCOLS] = {
 	{"owner_id", TEXTOID}, {"idempotency_key", TEXTOID},
 	{"request_sha256", BYTEAOID}, {"job_id", UUIDOID},
 	{"final_state", JOB_STATE_TYPE}, {"completed_at", TIMESTAMPTZOID},
-	{"purged_at", TIMESTAMPTZOID}
+	{"purged_at", TIMESTAMPTZOID}, {"owner_hash", OWNER_HASH_TYPE}
 };
 
 #define MAX_GUARD_COLS	J_NCOLS
@@ -238,10 +242,15 @@ typedef struct GuardTable
 	const char *hint;			/* what to do instead */
 } GuardTable;
 
-/* per table, per backend: its OID, and its columns' attribute numbers */
+/*
+ * Per relation a guard has fired on, per backend: which table it is (the
+ * table itself, one of its partitions, or one of its Citus shards), and the
+ * attribute numbers of the columns the guard reads (a partition's may
+ * differ from its parent's).
+ */
 typedef struct TableCache
 {
-	Oid			relid;			/* InvalidOid: not resolved */
+	Oid			relid;			/* hash key; InvalidOid: not resolved */
 	AttrNumber	attnums[MAX_GUARD_COLS];
 } TableCache;
 
@@ -272,7 +281,8 @@ static const GuardTable tables[T_NTABLES] = {
 	"Spent keys are written by idemjob.purge(); they may only be deleted."},
 };
 
-static TableCache cache[T_NTABLES];
+static TableCache last[T_NTABLES];	/* the last relation resolved, per table */
+static HTAB *relations[T_NTABLES];	/* every relation resolved, per table */
 static bool callbacks_registered = false;
 
 static IjPlan job_exists = {
@@ -375,6 +385,7 @@ typedef struct Guard
 	const GuardTable *t;
 	TupleDesc	desc;
 	HeapTuple	row;			/* the new row (INSERT), else the old one */
+	bool		modified;		/* row is a copy the guard completed */
 	const char *op;				/* "insert", "update", "delete" */
 	AttrNumber	attnums[MAX_GUARD_COLS];
 } Guard;
@@ -388,8 +399,19 @@ guards_relcache_callback(Datum arg, Oid relid)
 	int			i;
 
 	for (i = 0; i < T_NTABLES; i++)
-		if (relid == InvalidOid || cache[i].relid == relid)
-			cache[i].relid = InvalidOid;
+	{
+		if (relid == InvalidOid || last[i].relid == relid)
+			last[i].relid = InvalidOid;
+		if (relations[i] == NULL)
+			continue;
+		if (relid == InvalidOid)
+		{
+			hash_destroy(relations[i]);
+			relations[i] = NULL;
+		}
+		else
+			(void) hash_search(relations[i], &relid, HASH_REMOVE, NULL);
+	}
 }
 
 static void
@@ -708,27 +730,75 @@ wrong_firing(FunctionCallInfo fcinfo, TriggerData *td, const char *declared)
 }
 
 static Oid
-enum_type(const char *name, Oid nsp)
+ext_type(const char *name, Oid nsp)
 {
 	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
 						   CStringGetDatum(name), ObjectIdGetDatum(nsp));
 }
 
+/* idemjob.<relname> itself */
+static bool
+is_named(Oid relid, Oid nsp, const char *relname)
+{
+	char	   *name = get_rel_name(relid);
+
+	return name != NULL && get_rel_namespace(relid) == nsp &&
+		strcmp(name, relname) == 0;
+}
+
 /*
- * Is rel the table of tables[which]?  Compares the cached OID; on a miss,
- * checks schema and name, then finds every column the guard reads (by
- * name, with its type) and caches their attribute numbers.
+ * Is rel one of the relations that hold the rows of idemjob.<relname>: the
+ * table itself (plain, or partitioned by idemjob.partition()), a partition
+ * of it at any level, or, where Citus is installed, one of its shards
+ * (idemjob.<relname>_<shard id>, which only the extension's owner can
+ * create in schema idemjob)?
+ */
+static bool
+holds_rows_of(Relation rel, Oid nsp, const char *relname)
+{
+	char		kind = rel->rd_rel->relkind;
+	const char *name = RelationGetRelationName(rel);
+	size_t		len = strlen(relname);
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
+		return false;
+	if (rel->rd_rel->relispartition)
+	{
+		List	   *ancestors = get_partition_ancestors(RelationGetRelid(rel));
+
+		return ancestors != NIL &&
+			is_named(llast_oid(ancestors), nsp, relname);
+	}
+	if (RelationGetNamespace(rel) != nsp)
+		return false;
+	if (strcmp(name, relname) == 0)
+		return true;
+	if (strncmp(name, relname, len) == 0 && name[len] == '_' &&
+		name[len + 1] != '\0' &&
+		strspn(name + len + 1, "0123456789") == strlen(name + len + 1))
+		return OidIsValid(get_extension_oid("citus", true));
+	return false;
+}
+
+/*
+ * Is rel a relation of tables[which]?  Compares the OID of the last one
+ * resolved, then looks in the ones resolved before; on a miss, checks what
+ * the relation is, then finds every column the guard reads (by name, with
+ * its type) and caches their attribute numbers.
  */
 static bool
 is_table(Relation rel, GuardTableId which)
 {
 	const GuardTable *t = &tables[which];
 	TupleDesc	desc = RelationGetDescr(rel);
+	Oid			relid = RelationGetRelid(rel);
 	Oid			nsp;
-	AttrNumber	attnums[MAX_GUARD_COLS];
+	TableCache	entry;
+	TableCache *found;
 	int			i;
 
-	if (RelationGetRelid(rel) == cache[which].relid)
+	memset(&entry, 0, sizeof(entry));
+	if (relid == last[which].relid)
 		return true;
 
 	if (!callbacks_registered)
@@ -737,12 +807,15 @@ is_table(Relation rel, GuardTableId which)
 		CacheRegisterSyscacheCallback(NAMESPACEOID, guards_syscache_callback, (Datum) 0);
 		callbacks_registered = true;
 	}
+	if (relations[which] != NULL &&
+		(found = hash_search(relations[which], &relid, HASH_FIND, NULL)) != NULL)
+	{
+		last[which] = *found;
+		return true;
+	}
 
 	nsp = get_namespace_oid("idemjob", true);
-	if (!OidIsValid(nsp) ||
-		RelationGetNamespace(rel) != nsp ||
-		rel->rd_rel->relkind != RELKIND_RELATION ||
-		strcmp(RelationGetRelationName(rel), t->relname) != 0)
+	if (!OidIsValid(nsp) || !holds_rows_of(rel, nsp, t->relname))
 		return false;
 
 	for (i = 0; i < t->ncols; i++)
@@ -753,9 +826,11 @@ is_table(Relation rel, GuardTableId which)
 
 		CHECK_FOR_INTERRUPTS();
 		if (type == JOB_STATE_TYPE)
-			type = enum_type("job_state", nsp);
+			type = ext_type("job_state", nsp);
 		else if (type == ATTEMPT_STATE_TYPE)
-			type = enum_type("attempt_state", nsp);
+			type = ext_type("attempt_state", nsp);
+		else if (type == OWNER_HASH_TYPE)
+			type = ext_type("owner_hash", nsp);
 		if (attno <= 0 || TupleDescAttr(desc, attno - 1)->atttypid != type)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -763,10 +838,22 @@ is_table(Relation rel, GuardTableId which)
 							t->relname, c->name,
 							OidIsValid(type) ? format_type_be(type) : "(missing)"),
 					 errhint("Update the extension: ALTER EXTENSION idemjob UPDATE.")));
-		attnums[i] = (AttrNumber) attno;
+		entry.attnums[i] = (AttrNumber) attno;
 	}
-	memcpy(cache[which].attnums, attnums, sizeof(attnums));
-	cache[which].relid = RelationGetRelid(rel);
+	entry.relid = relid;
+	if (relations[which] == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(TableCache);
+		ctl.hcxt = TopMemoryContext;
+		relations[which] = hash_create("idemjob guarded relations", 16, &ctl,
+									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	found = hash_search(relations[which], &relid, HASH_ENTER, NULL);
+	*found = entry;
+	last[which] = entry;
 	return true;
 }
 
@@ -810,7 +897,8 @@ guard_begin(FunctionCallInfo fcinfo, GuardTableId which, Guard *g)
 	g->t = t;
 	g->desc = RelationGetDescr(td->tg_relation);
 	g->row = td->tg_trigtuple;
-	memcpy(g->attnums, cache[which].attnums, sizeof(g->attnums));
+	g->modified = false;
+	memcpy(g->attnums, last[which].attnums, sizeof(g->attnums));
 	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
 		g->op = "insert";
 	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
@@ -828,6 +916,15 @@ trigger_result(FunctionCallInfo fcinfo)
 	if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
 		return PointerGetDatum(td->tg_newtuple);
 	return PointerGetDatum(td->tg_trigtuple);
+}
+
+/* the row a guard that checked it returns: the one it completed, if it did */
+static Datum
+guard_result(FunctionCallInfo fcinfo, Guard *g)
+{
+	if (g->modified)
+		return PointerGetDatum(g->row);
+	return trigger_result(fcinfo);
 }
 
 /*
@@ -1048,6 +1145,37 @@ refuse_update(Guard *g)
 }
 
 /*
+ * The owner_hash (since 1.2) is idemjob.owner_hash(owner_id), wherever the row
+ * comes from.  A row inserted without one (raw DML, a restore of a dump
+ * taken before 1.2 with its column list) gets it here, before the NOT NULL
+ * constraint is checked; a row with another one is refused: it would lie
+ * in a partition or on a shard its owner's calls never look in.  The id
+ * is not checked against the owner_hash: ids issued before 1.2 carry none, and
+ * the calls find them all the same.
+ */
+static void
+check_owner_hash(Guard *g, int hash_col, int owner_col)
+{
+	int32		owner_hash = ij_owner_hash(DatumGetTextPP(need(g, owner_col)));
+	bool		isnull;
+	Datum		d = get(g, hash_col, &isnull);
+
+	if (isnull)
+	{
+		int			attno = g->attnums[hash_col];
+		Datum		value = Int32GetDatum(owner_hash);
+		bool		null = false;
+
+		g->row = heap_modify_tuple_by_cols(g->row, g->desc, 1, &attno,
+										   &value, &null);
+		g->modified = true;
+	}
+	else if (DatumGetInt32(d) != owner_hash)
+		refuse(g, "Column \"owner_hash\" is %d; the owner_hash of owner %s is %d.",
+			   DatumGetInt32(d), label_text(g, owner_col), owner_hash);
+}
+
+/*
  * jobs
  */
 static void
@@ -1065,6 +1193,7 @@ check_job_insert(Guard *g)
 	check_name(g, J_INTENT, false);
 	check_name(g, J_PROVIDER, false);
 	check_name(g, J_NEXT_PROVIDER, true);
+	check_owner_hash(g, J_OWNER_HASH, J_OWNER);
 	need(g, J_PARAMS);
 	need(g, J_CREATED_AT);
 	need(g, J_UPDATED_AT);
@@ -1117,7 +1246,7 @@ idemjob_jobs_guard(PG_FUNCTION_ARGS)
 			refuse(&g, "The job is %s; only a succeeded, failed or cancelled job can be deleted.",
 				   state);
 	}
-	return trigger_result(fcinfo);
+	return guard_result(fcinfo, &g);
 }
 
 /*
@@ -1138,6 +1267,7 @@ check_attempt_insert(Guard *g)
 	check_name(g, A_OWNER, false);
 	check_name(g, A_PROVIDER, false);
 	check_name(g, A_WORKER, true);
+	check_owner_hash(g, A_OWNER_HASH, A_OWNER);
 	need(g, A_STARTED_AT);
 	int4_in_range(g, A_ATTEMPT_NO, 1, PG_INT32_MAX);
 	int8_in_range(g, A_READ_VERSION, 0, PG_INT64_MAX - 1);
@@ -1202,7 +1332,7 @@ idemjob_attempts_guard(PG_FUNCTION_ARGS)
 		if (n > 0)
 			refuse(&g, "An attempt is deleted only with its job, once the job is final.");
 	}
-	return trigger_result(fcinfo);
+	return guard_result(fcinfo, &g);
 }
 
 /*
@@ -1224,6 +1354,7 @@ idemjob_race_log_guard(PG_FUNCTION_ARGS)
 	need(&g, R_LOGGED_AT);
 	need(&g, R_JOB_ID);
 	check_name(&g, R_OWNER, false);
+	check_owner_hash(&g, R_OWNER_HASH, R_OWNER);
 	check_name(&g, R_PROVIDER, false);
 	/* since 1.2; NULL in rows of jobs purged before 1.2 */
 	check_name(&g, R_INTENT, true);
@@ -1282,7 +1413,7 @@ idemjob_race_log_guard(PG_FUNCTION_ARGS)
 			refuse(&g, "Column \"dropped_result\" is not the result of result_sha256 and result_bytes.");
 	}
 
-	return trigger_result(fcinfo);
+	return guard_result(fcinfo, &g);
 }
 
 /*
@@ -1396,6 +1527,7 @@ idemjob_spent_keys_guard(PG_FUNCTION_ARGS)
 
 	check_name(&g, S_OWNER, false);
 	check_name(&g, S_KEY, false);
+	check_owner_hash(&g, S_OWNER_HASH, S_OWNER);
 	check_sha256(&g, S_SHA256);
 	need(&g, S_JOB_ID);
 	need(&g, S_COMPLETED_AT);
@@ -1404,7 +1536,7 @@ idemjob_spent_keys_guard(PG_FUNCTION_ARGS)
 	if (!is_one_of(state, final_job_states))
 		refuse(&g, "Column \"final_state\" is %s; only a final job is purged.", state);
 
-	return trigger_result(fcinfo);
+	return guard_result(fcinfo, &g);
 }
 
 /*

@@ -9,6 +9,13 @@
  * pg_strong_random() (buffered).  New ids land at the right edge of the primary key's
  * btree, which keeps inserts cheap as the tables grow.
  *
+ * Since 1.2 the ids of jobs and attempts carry their owner's hash
+ * (idemjob.owner_hash, docs/scaling.md) in their last 32 bits, so that a
+ * call given only an id knows where its rows are; 30 random bits remain.
+ * Two ids of one owner collide only if two backends make them in the same
+ * 1/4096 ms with the same 30 bits (about 1 in 10^9 per such pair), and the
+ * primary key then refuses the second (23505): never a silent mix-up.
+ *
  * Within one backend the 60-bit timestamp never goes backwards: if the
  * clock steps back, or two ids fall into the same 1/4096 ms, the previous
  * value plus one is used.
@@ -21,12 +28,17 @@
 
 #include <sys/time.h>
 
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "utils/uuid.h"
 
 #include "idemjob.h"
 
 PG_FUNCTION_INFO_V1(idemjob_uuid_v7);
+PG_FUNCTION_INFO_V1(idemjob_owner_hash);
+PG_FUNCTION_INFO_V1(idemjob_owner_hash_of_id);
+PG_FUNCTION_INFO_V1(idemjob_owner_hash_id);
+PG_FUNCTION_INFO_V1(idemjob_uuid_v7_owner_hash);
 
 static uint64 last_ts = 0;
 
@@ -93,4 +105,72 @@ Datum
 idemjob_uuid_v7(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_UUID_P(idemjob_new_uuid());
+}
+
+/* an id with the owner_hash in its last four bytes (big-endian) */
+pg_uuid_t *
+idemjob_new_uuid_with_hash(int32 owner_hash)
+{
+	pg_uuid_t  *uuid = idemjob_new_uuid();
+	uint32		r = (uint32) owner_hash;
+
+	uuid->data[12] = (unsigned char) (r >> 24);
+	uuid->data[13] = (unsigned char) (r >> 16);
+	uuid->data[14] = (unsigned char) (r >> 8);
+	uuid->data[15] = (unsigned char) r;
+	return uuid;
+}
+
+/*
+ * The owner_hash of an owner: PostgreSQL's hash_bytes() over the owner_id's
+ * bytes (what hashtext() gives under a deterministic collation).  Like
+ * PostgreSQL's hash partitioning, it depends on the byte order of the
+ * machine: every node of a cluster, and a server a dump is restored on,
+ * must share it (docs/scaling.md).
+ */
+int32
+ij_owner_hash(text *owner_id)
+{
+	return (int32) hash_bytes((const unsigned char *) VARDATA_ANY(owner_id),
+							  VARSIZE_ANY_EXHDR(owner_id));
+}
+
+/* the owner_hash an id carries: its last four bytes */
+int32
+ij_owner_hash_of_id(const pg_uuid_t *id)
+{
+	return (int32) (((uint32) id->data[12] << 24) | ((uint32) id->data[13] << 16) |
+					((uint32) id->data[14] << 8) | (uint32) id->data[15]);
+}
+
+/* idemjob.uuid_v7(owner_hash): an id that carries the owner_hash */
+Datum
+idemjob_uuid_v7_owner_hash(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_UUID_P(idemjob_new_uuid_with_hash(PG_GETARG_INT32(0)));
+}
+
+Datum
+idemjob_owner_hash(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(ij_owner_hash(PG_GETARG_TEXT_PP(0)));
+}
+
+Datum
+idemjob_owner_hash_of_id(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(ij_owner_hash_of_id(PG_GETARG_UUID_P(0)));
+}
+
+Datum
+idemjob_owner_hash_id(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *uuid = palloc0(sizeof(pg_uuid_t));
+	uint32		r = (uint32) PG_GETARG_INT32(0);
+
+	uuid->data[12] = (unsigned char) (r >> 24);
+	uuid->data[13] = (unsigned char) (r >> 16);
+	uuid->data[14] = (unsigned char) (r >> 8);
+	uuid->data[15] = (unsigned char) r;
+	PG_RETURN_UUID_P(uuid);
 }

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(126);
+SELECT plan(128);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -19,7 +19,7 @@ SELECT has_table('idemjob', 'jobs', 'jobs');
 SELECT columns_are('idemjob', 'jobs', ARRAY['id', 'owner_id', 'idempotency_key', 'intent',
 	'params', 'provider', 'state', 'version', 'attempt_count', 'completed_by', 'result',
 	'created_at', 'updated_at', 'completed_at', 'cancel_reason',
-	'priority', 'run_at', 'max_attempts', 'error', 'next_provider']);
+	'priority', 'run_at', 'max_attempts', 'error', 'next_provider', 'owner_hash']);
 SELECT col_type_is('idemjob', 'jobs', 'priority', 'integer', 'idemjob.jobs.priority.integer');
 SELECT col_type_is('idemjob', 'jobs', 'run_at', 'timestamp with time zone', 'idemjob.jobs.run_at.timestamptz');
 SELECT col_type_is('idemjob', 'jobs', 'max_attempts', 'integer', 'idemjob.jobs.max_attempts.integer');
@@ -30,24 +30,27 @@ SELECT col_type_is('idemjob', 'jobs', 'state', 'idemjob', 'job_state', 'jobs.sta
 SELECT col_type_is('idemjob', 'jobs', 'version', 'bigint', 'idemjob.jobs.version.bigint');
 SELECT col_type_is('idemjob', 'jobs', 'attempt_count', 'integer', 'idemjob.jobs.attempt_count.integer');
 SELECT col_type_is('idemjob', 'jobs', 'completed_at', 'timestamp with time zone', 'idemjob.jobs.completed_at.timestamp with time zone');
-SELECT col_is_pk('idemjob', 'jobs', 'id', 'idemjob.jobs.id');
-SELECT col_is_unique('idemjob', 'jobs', ARRAY['owner_id', 'idempotency_key']);
+-- since 1.2 every key ends with the owner hash (docs/scaling.md)
+SELECT col_is_pk('idemjob', 'jobs', ARRAY['id', 'owner_hash'], 'idemjob.jobs.id');
+SELECT col_is_unique('idemjob', 'jobs', ARRAY['owner_id', 'idempotency_key', 'owner_hash']);
+SELECT col_type_is('idemjob', 'jobs', 'owner_hash', 'idemjob', 'owner_hash', 'jobs.owner_hash');
+SELECT col_not_null('idemjob', 'jobs', 'owner_hash', 'idemjob.jobs.owner_hash');
 SELECT col_not_null('idemjob', 'jobs', 'owner_id', 'idemjob.jobs.owner_id');
 SELECT col_not_null('idemjob', 'jobs', 'idempotency_key', 'idemjob.jobs.idempotency_key');
 
 SELECT has_table('idemjob', 'attempts', 'attempts');
 SELECT columns_are('idemjob', 'attempts', ARRAY['id', 'job_id', 'owner_id', 'attempt_no',
 	'provider', 'state', 'read_version', 'worker', 'started_at', 'deadline', 'finished_at',
-	'error', 'result_sha256', 'unknown_at', 'dropped_result', 'lease_until']);
+	'error', 'result_sha256', 'unknown_at', 'dropped_result', 'lease_until', 'owner_hash']);
 SELECT col_type_is('idemjob', 'attempts', 'unknown_at', 'timestamp with time zone', 'idemjob.attempts.unknown_at');
 SELECT col_type_is('idemjob', 'attempts', 'dropped_result', 'jsonb', 'idemjob.attempts.dropped_result');
 SELECT col_type_is('idemjob', 'attempts', 'state', 'idemjob', 'attempt_state', 'attempts.state');
 SELECT col_type_is('idemjob', 'attempts', 'read_version', 'bigint', 'idemjob.attempts.read_version.bigint');
 SELECT col_type_is('idemjob', 'attempts', 'deadline', 'timestamp with time zone', 'idemjob.attempts.deadline.timestamp with time zone');
-SELECT col_is_pk('idemjob', 'attempts', 'id', 'idemjob.attempts.id');
-SELECT col_is_unique('idemjob', 'attempts', ARRAY['job_id', 'attempt_no']);
-SELECT fk_ok('idemjob', 'attempts', 'job_id', 'idemjob', 'jobs', 'id');
-SELECT has_index('idemjob', 'attempts', 'attempts_one_in_doubt', 'job_id');
+SELECT col_is_pk('idemjob', 'attempts', ARRAY['id', 'owner_hash'], 'idemjob.attempts.id');
+SELECT col_is_unique('idemjob', 'attempts', ARRAY['job_id', 'attempt_no', 'owner_hash']);
+SELECT fk_ok('idemjob', 'attempts', ARRAY['job_id', 'owner_hash'], 'idemjob', 'jobs', ARRAY['id', 'owner_hash']);
+SELECT has_index('idemjob', 'attempts', 'attempts_one_in_doubt', ARRAY['job_id', 'owner_hash']);
 SELECT index_is_unique('idemjob', 'attempts', 'attempts_one_in_doubt');
 SELECT is(
 	(SELECT pg_get_expr(indpred, indrelid) FROM pg_index
@@ -81,7 +84,7 @@ SELECT has_table('idemjob', 'race_log', 'race_log');
 SELECT columns_are('idemjob', 'race_log', ARRAY['logged_at', 'job_id', 'owner_id', 'attempt_id',
 	'winner_attempt_id', 'expected_version', 'found_version', 'reason', 'result_sha256',
 	'result_bytes', 'late_by', 'provider', 'intent', 'idempotency_key', 'winner_provider',
-	'dropped_result', 'fenced_at']);
+	'dropped_result', 'fenced_at', 'owner_hash']);
 SELECT hasnt_fk('idemjob', 'race_log', 'race-log rows outlive their job: no foreign key');
 SELECT col_type_is('idemjob', 'race_log', 'result_sha256', 'bytea', 'idemjob.race_log.result_sha256.bytea');
 SELECT col_type_is('idemjob', 'race_log', 'late_by', 'interval', 'idemjob.race_log.late_by.interval');
@@ -100,7 +103,7 @@ SELECT columns_are('idemjob', 'certifications', ARRAY['intent', 'provider', 'con
 	'certified_at', 'evidence', 'revoked_at', 'revoke_reason']);
 SELECT has_table('idemjob', 'spent_keys', 'spent_keys');
 SELECT columns_are('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key', 'request_sha256',
-	'job_id', 'final_state', 'completed_at', 'purged_at', 'open_attempts']);
+	'job_id', 'final_state', 'completed_at', 'purged_at', 'open_attempts', 'owner_hash']);
 -- since 1.2: the bindings, one per role, and the tombstones of purged attempts
 SELECT has_table('idemjob', 'owner_bindings', 'owner_bindings');
 SELECT columns_are('idemjob', 'owner_bindings', ARRAY['bound_role', 'mode', 'bound_at']);
@@ -119,7 +122,7 @@ SELECT col_is_pk('idemjob', 'routes', 'intent', 'one route per intent');
 SELECT function_returns('idemjob', 'set_route', ARRAY['text', 'text[]'], 'idemjob.routes',
 	'set_route returns the route row');
 SELECT has_index('idemjob', 'spent_keys', 'spent_keys_open_attempts', 'late results of purged attempts find their tombstone by an index');
-SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key'], 'one spent key per owner and key');
+SELECT col_is_pk('idemjob', 'spent_keys', ARRAY['owner_id', 'idempotency_key', 'owner_hash'], 'one spent key per owner and key');
 SELECT has_view('idemjob', 'in_doubt', 'in_doubt');
 SELECT columns_are('idemjob', 'in_doubt', ARRAY['job_id', 'owner_id', 'intent', 'attempt_id',
 	'attempt_no', 'provider', 'worker', 'state', 'started_at', 'deadline', 'unknown_at',
@@ -211,8 +214,8 @@ SELECT is(pg_get_function_arguments('idemjob.cancel_attempt'::regproc),
 	'attempt_id uuid, reason text, fence boolean DEFAULT false',
 	'cancel_attempt defaults');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-					   WHERE p.pronamespace = 'idemjob'::regnamespace AND l.lanname <> 'c'),
-	'every idemjob function is written in C');
+					   WHERE p.pronamespace = 'idemjob'::regnamespace AND l.lanname NOT IN ('c', 'internal')),
+	'every idemjob function is written in C (the owner hash''s operators are int4''s own)');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'idemjob'::regnamespace AND prosecdef),
 	'no SECURITY DEFINER functions');
 

@@ -18,7 +18,8 @@
 #   views, tables every view and ordinary table of the schema, with its
 #                 columns in order and their types (format_type; the page
 #                 may write timestamptz)
-#   types         every enum of the schema and its values in order
+#   types         every enum of the schema and its values in order, and every
+#                 base type (documented as "base type ...")
 #   settings      every idemjob.% row of pg_settings: its built-in default
 #                 (boot_val written with its unit as SHOW writes it: 5min,
 #                 1MB) and its context (user, superuser, sighup = reload,
@@ -105,6 +106,12 @@ tsv "SELECT p.proname, pg_catalog.pg_get_function_arguments(p.oid),
 						   'owner') END
 	FROM pg_catalog.pg_proc p
 	WHERE p.pronamespace = 'idemjob'::pg_catalog.regnamespace
+	  -- a base type's input, output, operator and index support functions
+	  -- are documented with the type
+	  AND NOT EXISTS (SELECT FROM pg_catalog.pg_type t
+					  WHERE p.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend))
+	  AND NOT EXISTS (SELECT FROM pg_catalog.pg_operator o WHERE o.oprcode = p.oid)
+	  AND NOT EXISTS (SELECT FROM pg_catalog.pg_amproc a WHERE a.amproc = p.oid)
 	ORDER BY 1, 2" functions.tsv
 # kind (table or view), relation, column, type, in column order
 tsv "SELECT CASE WHEN c.relkind IN ('r', 'p') THEN 'table' ELSE 'view' END, c.relname, a.attname,
@@ -317,7 +324,8 @@ for my $kind (['view', 'Views'], ['table', 'Tables']) {
 	my (%cat, @diff, %doc);
 	for my $r (tsv('types.tsv')) {
 		my ($name, $kind, $labels) = @$r;
-		if ($kind ne 'e') { push @diff, "  type idemjob.$name (typtype $kind) is not an enum: this test knows enums only"; next; }
+		if ($kind eq 'b') { $cat{$name} = '(base type)'; next; }
+		if ($kind ne 'e') { push @diff, "  type idemjob.$name (typtype $kind) is neither an enum nor a base type: this test knows those only"; next; }
 		$cat{$name} = $labels;
 	}
 	for my $t (tables_under('Types', 'type')) {
@@ -325,6 +333,7 @@ for my $kind (['view', 'Views'], ['table', 'Tables']) {
 			my ($name) = ($row->{cells}[0] // '') =~ /^`idemjob\.(\w+)`$/;
 			if (!defined $name) { push @diff, "  line $row->{line}: not `idemjob.TYPE`: $row->{cells}[0]"; next; }
 			my $v = $row->{cells}[1] // '';
+			if ($v =~ /^base type\b/) { $doc{$name} = '(base type)'; next; }
 			my @labels = $v =~ /`([^`]*)`/g;
 			(my $rest = $v) =~ s/`[^`]*`//g;
 			push @diff, "  line $row->{line}: the values of idemjob.$name must be code spans separated by commas" if $rest !~ /^[\s,]*$/;

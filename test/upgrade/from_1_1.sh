@@ -19,7 +19,7 @@
 #      ALTER EXTENSION idemjob UPDATE, and checks: the control file's
 #      version, every 1.1 row unchanged on the 1.1 columns, "ij-up-app"
 #      holding nothing (no table, column or function privilege but
-#      validate() and uuid_v7()), "ij-up-client" keeping exactly its
+#      validate(), uuid_v7() and the owner hash's), "ij-up-client" keeping exactly its
 #      capability's rights, and the jobs behaving;
 #   4. creates idemjob fresh under the same default privileges: nothing for
 #      "ij-up-app"; and in a database where another role made schema
@@ -150,8 +150,11 @@ nothing_for() {	# nothing_for ROLE: no privilege on anything of the schema
 	                    WHERE c.relnamespace = 'idemjob'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
 	                      AND has_column_privilege('$1', c.oid, a.attnum, 'SELECT, INSERT, UPDATE, REFERENCES'))
 	    AND (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
-	         WHERE p.pronamespace = 'idemjob'::regnamespace AND has_function_privilege('$1', p.oid, 'EXECUTE'))
-	        = '{uuid_v7,validate}'
+	         WHERE p.pronamespace = 'idemjob'::regnamespace AND has_function_privilege('$1', p.oid, 'EXECUTE')
+	           AND NOT EXISTS (SELECT FROM pg_type t WHERE p.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend))
+	      AND NOT EXISTS (SELECT FROM pg_operator o WHERE o.oprcode = p.oid)
+	      AND NOT EXISTS (SELECT FROM pg_amproc m WHERE m.amproc = p.oid))
+	        = '{owner_hash,owner_hash,owner_hash_id,uuid_v7,uuid_v7,validate}'
 	    AND NOT has_schema_privilege('$1', 'idemjob', 'USAGE, CREATE')"
 }
 check "$app (a hyphenated name) lost its default, table and column privileges" $db "$(nothing_for "$app")"

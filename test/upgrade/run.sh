@@ -226,17 +226,26 @@ check "a role named \"$hy\" (quoted) lost every table privilege too" $db \
 check "the 1.0 README's role lost every table privilege" $db \
 	"SELECT count(*) = 10 AND NOT bool_or(has_table_privilege('$app', t, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
 	 FROM ij_check.tables() t"
-check "the 1.0 README's role can call no function but validate() and uuid_v7()" $db \
-	"SELECT array_agg(p.proname::text ORDER BY p.proname) = '{uuid_v7,validate}'
+# (pure functions that read no table: validate(), uuid_v7() and, since 1.2,
+# the owner hash's functions; the owner hash type's own support functions
+# are PostgreSQL's int4 ones and not counted)
+check "the 1.0 README's role can call no function but validate(), uuid_v7() and the owner hash's" $db \
+	"SELECT array_agg(p.proname::text ORDER BY p.proname) = '{owner_hash,owner_hash,owner_hash_id,uuid_v7,uuid_v7,validate}'
 	 FROM pg_proc p WHERE p.pronamespace = 'idemjob'::regnamespace
-	    AND has_function_privilege('$app', p.oid, 'EXECUTE')"
+	    AND has_function_privilege('$app', p.oid, 'EXECUTE')
+	    AND NOT EXISTS (SELECT FROM pg_type t WHERE p.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend))
+	      AND NOT EXISTS (SELECT FROM pg_operator o WHERE o.oprcode = p.oid)
+	      AND NOT EXISTS (SELECT FROM pg_amproc m WHERE m.amproc = p.oid)"
 check "... and gets 42501 reading a table" $db \
 	"SET ROLE $app; SELECT ij_check.sqlstate('SELECT count(*) FROM idemjob.jobs') = '42501'"
-check "nothing on the tables, views or functions for PUBLIC but validate() and uuid_v7()" $db \
+check "nothing on the tables, views or functions for PUBLIC but validate(), uuid_v7() and the owner hash's" $db \
 	"SELECT NOT EXISTS (SELECT FROM pg_class c, aclexplode(c.relacl) a
 	                    WHERE c.relnamespace = 'idemjob'::regnamespace AND a.grantee = 0)
 	    AND (SELECT array_agg(proname::text ORDER BY proname) FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f'::\"char\", p.proowner))) a
-	         WHERE p.pronamespace = 'idemjob'::regnamespace AND a.grantee = 0) = '{uuid_v7,validate}'"
+	         WHERE p.pronamespace = 'idemjob'::regnamespace AND a.grantee = 0
+	           AND NOT EXISTS (SELECT FROM pg_type t WHERE p.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend))
+	      AND NOT EXISTS (SELECT FROM pg_operator o WHERE o.oprcode = p.oid)
+	      AND NOT EXISTS (SELECT FROM pg_amproc m WHERE m.amproc = p.oid)) = '{owner_hash,owner_hash,owner_hash_id,uuid_v7,uuid_v7,validate}'"
 
 # behaviour of the upgraded rows
 jid() { echo "(SELECT id FROM idemjob.jobs WHERE owner_id = '${2:-o1}' AND idempotency_key = '$1')"; }

@@ -1,0 +1,50 @@
+-- pgTAP: the owner hash (since 1.2, docs/scaling.md): what it is, that the
+-- ids the functions make carry it, and that the rows hold it
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+SELECT plan(17);
+
+-- what it is: hash_bytes over the owner's bytes, which is what hashtext()
+-- gives under a deterministic collation
+SELECT is(idemjob.owner_hash('tenant-1'::text)::int4, hashtext('tenant-1' COLLATE "C"),
+	'owner_hash(text) is hash_bytes of the owner_id');
+SELECT is(idemjob.owner_hash(''::text)::int4, hashtext('' COLLATE "C"), '... of an empty text too');
+SELECT is(('tenant-1'::text)::idemjob.owner_hash, idemjob.owner_hash('tenant-1'::text),
+	'the cast from text is owner_hash(text)');
+
+-- an id carries it in its last 32 bits, keeps its version and variant,
+-- and stays time-ordered
+SELECT is(idemjob.owner_hash(idemjob.uuid_v7(h::idemjob.owner_hash))::int4, h,
+	format('uuid_v7(%s) carries it', h))
+FROM unnest(ARRAY[0, 1, -1, 2147483647, -2147483648]) h;
+SELECT is(substr(idemjob.uuid_v7(7::idemjob.owner_hash)::text, 15, 1), '7', 'uuid_v7(h) is version 7');
+SELECT ok(substr(idemjob.uuid_v7(7::idemjob.owner_hash)::text, 20, 1) IN ('8', '9', 'a', 'b'),
+	'... of the RFC 9562 variant');
+SELECT ok((SELECT bool_and(a < b) FROM (
+		SELECT id AS a, lead(id) OVER (ORDER BY n) AS b FROM (
+			SELECT n, idemjob.uuid_v7((-5)::idemjob.owner_hash) AS id
+			FROM generate_series(1, 1000) n) s) s2 WHERE b IS NOT NULL),
+	'... and ids made in a row sort in the order they were made');
+SELECT is(idemjob.owner_hash_id(258::idemjob.owner_hash), '00000000-0000-0000-0000-000000000102'::uuid,
+	'owner_hash_id(h): only the hash''s bits');
+
+-- the ids and rows the functions make
+CREATE TEMP TABLE t AS
+SELECT job_id FROM idemjob.submit('tap-hash', 'k1', 'charge', '{}');
+SELECT is((SELECT idemjob.owner_hash(job_id) FROM t), idemjob.owner_hash('tap-hash'::text),
+	'submit: the job id carries its owner''s hash');
+SELECT is((SELECT owner_hash FROM idemjob.jobs WHERE id = (SELECT job_id FROM t)),
+	idemjob.owner_hash('tap-hash'::text), '... and so does its row');
+SELECT is((SELECT idemjob.owner_hash(id) FROM idemjob.start_attempt((SELECT job_id FROM t))),
+	idemjob.owner_hash('tap-hash'::text), 'start_attempt: the attempt id carries it');
+SELECT is((SELECT count(*)::int FROM idemjob.attempts
+		   WHERE job_id = (SELECT job_id FROM t) AND owner_hash = idemjob.owner_hash('tap-hash'::text)),
+	1, '... and so does its row');
+
+-- claim makes its attempts in SQL (uuid_v7 of the job's hash)
+CREATE TEMP TABLE t2 AS SELECT job_id FROM idemjob.submit('tap-hash-2', 'k1', 'tap_hash_claim', '{}');
+SELECT is((SELECT idemjob.owner_hash(attempt_id) FROM idemjob.claim('w', ARRAY['tap_hash_claim'])),
+	idemjob.owner_hash('tap-hash-2'::text), 'claim: the attempt id carries its owner''s hash');
+
+SELECT * FROM finish();
+ROLLBACK;
