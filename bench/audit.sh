@@ -54,7 +54,7 @@ FROM generate_series(1, $N) i;
 UPDATE h SET c = 1000 WHERE i <= 200 * 997 AND i % 997 = 0;
 INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state,
 	version, attempt_count, completed_by, result, created_at, updated_at, completed_at,
-	run_at, error, cancel_reason)
+	run_at, error, cancel_reason, owner_hash)
 SELECT job_id, owner_id, 'order-' || i, intent, jsonb_build_object('amount', i % 5000, 'currency', 'EUR'), p1,
 	(CASE WHEN c = 1000 THEN 'in_doubt' WHEN c BETWEEN 30 AND 34 THEN 'cancelled'
 	      WHEN c BETWEEN 40 AND 59 THEN 'failed' ELSE 'succeeded' END)::idemjob.job_state,
@@ -65,11 +65,12 @@ SELECT job_id, owner_id, 'order-' || i, intent, jsonb_build_object('amount', i %
 		THEN jsonb_build_object('charge_id', 'ch_' || i) END,
 	at - interval '3 s', at, CASE WHEN c < 1000 THEN at END, at - interval '3 s',
 	CASE WHEN c BETWEEN 40 AND 59 THEN '{"code": "card_declined"}'::jsonb END,
-	CASE WHEN c BETWEEN 30 AND 34 THEN 'customer gave up' END
+	CASE WHEN c BETWEEN 30 AND 34 THEN 'customer gave up' END, owner_id
 FROM h;
 -- attempt 1
 INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version,
-	worker, started_at, deadline, finished_at, error, result_sha256, unknown_at, dropped_result)
+	worker, started_at, deadline, finished_at, error, result_sha256, unknown_at, dropped_result,
+	owner_hash)
 SELECT a1, job_id, owner_id, 1, p1,
 	(CASE WHEN c = 1000 THEN 'unknown' WHEN c < 35 THEN 'superseded'
 	      WHEN c < 60 THEN 'failed' ELSE 'succeeded' END)::idemjob.attempt_state,
@@ -83,25 +84,25 @@ SELECT a1, job_id, owner_id, 1, p1,
 	     WHEN c < 60 THEN '{"code": "card_declined"}'::jsonb END,
 	CASE WHEN c < 40 THEN sha256(convert_to(jsonb_build_object('charge_id', 'late_' || i)::text, 'UTF8')) END,
 	CASE WHEN c = 1000 THEN at END,
-	CASE WHEN c < 40 AND i % 2 = 0 THEN jsonb_build_object('charge_id', 'late_' || i) END
+	CASE WHEN c < 40 AND i % 2 = 0 THEN jsonb_build_object('charge_id', 'late_' || i) END, owner_id
 FROM h;
 -- attempt 2 (the winner) of the lost races and the rejected ones
 INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version,
-	worker, started_at, deadline, finished_at)
+	worker, started_at, deadline, finished_at, owner_hash)
 SELECT a2, job_id, owner_id, 2, CASE WHEN c < 30 THEN p2 ELSE p1 END, 'succeeded', 0,
-	'worker-' || (i + 1) % 16, at - interval '1 s', at + interval '29 s', at
+	'worker-' || (i + 1) % 16, at - interval '1 s', at + interval '29 s', at, owner_id
 FROM h WHERE c < 30 OR c BETWEEN 35 AND 39;
 -- the race log: one row per result not committed
 INSERT INTO idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id,
 	expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider,
-	intent, idempotency_key, winner_provider, dropped_result, fenced_at)
+	intent, idempotency_key, winner_provider, dropped_result, fenced_at, owner_hash)
 SELECT CASE WHEN c < 35 THEN at + late ELSE at - interval '2 s' END, job_id, owner_id, a1,
 	CASE WHEN c < 30 THEN a2 END, 0, CASE WHEN c < 30 THEN 1 WHEN c < 35 THEN 2 ELSE 0 END,
 	CASE WHEN c < 30 THEN 'slot_taken' WHEN c < 35 THEN 'version_moved' ELSE 'rejected' END,
 	sha256(convert_to(r::text, 'UTF8')), octet_length(r::text),
 	CASE WHEN c < 30 THEN late END, p1, intent, 'order-' || i,
 	CASE WHEN c < 30 THEN p2 END, CASE WHEN i % 2 = 0 THEN r END,
-	CASE WHEN c BETWEEN 30 AND 34 THEN at END
+	CASE WHEN c BETWEEN 30 AND 34 THEN at END, owner_id
 FROM h, LATERAL (SELECT jsonb_build_object('charge_id', 'late_' || i) AS r) x
 WHERE c < 40;
 RESET session_replication_role;

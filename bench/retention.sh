@@ -44,15 +44,16 @@ PSQL=(psql -X -q -v ON_ERROR_STOP=1)
 CREATE EXTENSION idemjob;
 SET session_replication_role = replica;
 INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider,
-	state, version, attempt_count, result, created_at, updated_at, completed_at, run_at)
+	state, version, attempt_count, result, created_at, updated_at, completed_at, run_at, owner_hash)
 SELECT idemjob.uuid_v7(), 'owner-' || (i % 1000), 'key-' || i, 'charge',
 	jsonb_build_object('amount', i, 'currency', 'EUR'), 'stripe',
 	'succeeded', 1, 1, '{"charge": "ch_1"}', now() - interval '1 day',
-	now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
+	now() - interval '1 day', now() - interval '1 day', now() - interval '1 day',
+	'owner-' || (i % 1000)
 FROM generate_series(1, $N) i;
 INSERT INTO idemjob.attempts (job_id, owner_id, attempt_no, provider, state,
-	read_version, started_at, finished_at)
-SELECT id, owner_id, 1, provider, 'succeeded', 0, completed_at, completed_at
+	read_version, started_at, finished_at, owner_hash)
+SELECT id, owner_id, 1, provider, 'succeeded', 0, completed_at, completed_at, owner_hash
 FROM idemjob.jobs;
 UPDATE idemjob.jobs j SET completed_by = a.id FROM idemjob.attempts a WHERE a.job_id = j.id;
 RESET session_replication_role;

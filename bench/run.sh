@@ -282,21 +282,24 @@ preload_jobs() {	# db impl first last intent kind
 	local s; s=$(schema_of "$2")
 	local state=pending count=0
 	[ "$6" = race ] && { state=running; count=2; }
+	# idemjob's rows carry their owner's hash (1.2; a text is assigned as its hash)
+	local hcol= hval=
+	[ "$s" = idemjob ] && { hcol=", owner_hash"; hval=", (g % 1000)::text"; }
 	local sql="
 		SET session_replication_role = $( [ "$6" = race ] && echo replica || echo origin );
-		INSERT INTO $s.jobs (id, owner_id, idempotency_key, intent, params, provider, state, attempt_count)
+		INSERT INTO $s.jobs (id, owner_id, idempotency_key, intent, params, provider, state, attempt_count$hcol)
 		SELECT ('00000000-0000-7000-8000-' || (100000000000 + 10 * g))::uuid, (g % 1000)::text, 'pre-' || g,
-		       '$5', jsonb_build_object('amount', g, 'currency', 'EUR'), 'default', '$state', $count
+		       '$5', jsonb_build_object('amount', g, 'currency', 'EUR'), 'default', '$state', $count$hval
 		  FROM generate_series($3, $4) g;"
 	if [ "$6" = race ]; then
 		sql+="
 		INSERT INTO $s.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version,
-		                         deadline, finished_at, error)
+		                         deadline, finished_at, error$hcol)
 		SELECT ('00000000-0000-7000-8000-' || (100000000000 + 10 * g + a))::uuid,
 		       ('00000000-0000-7000-8000-' || (100000000000 + 10 * g))::uuid, (g % 1000)::text, a, 'default',
 		       CASE a WHEN 1 THEN 'cancelled' ELSE 'started' END::$s.attempt_state, 0,
 		       now() + interval '1 hour', CASE a WHEN 1 THEN now() END,
-		       CASE a WHEN 1 THEN '{\"code\": \"cancelled\", \"reason\": \"bench\"}'::jsonb END
+		       CASE a WHEN 1 THEN '{\"code\": \"cancelled\", \"reason\": \"bench\"}'::jsonb END$hval
 		  FROM generate_series($3, $4) g, generate_series(1, 2) a;"
 	fi
 	q "$1" -c "$sql"

@@ -26,9 +26,9 @@ UPDATE idemjob.race_log SET result_sha256 = pg_catalog.sha256('tampered')
 WHERE attempt_id = (SELECT attempt_id FROM idemjob.race_log ORDER BY logged_at DESC LIMIT 1);
 
 -- a second and third attempt in doubt, and a second winner, on one job
-INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version)
+INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version, owner_hash)
 SELECT gen_random_uuid(), a.job_id, a.owner_id, j.attempt_count + n, a.provider,
-	   CASE n WHEN 3 THEN 'succeeded' ELSE 'started' END::idemjob.attempt_state, a.read_version
+	   CASE n WHEN 3 THEN 'succeeded' ELSE 'started' END::idemjob.attempt_state, a.read_version, a.owner_hash
 FROM idemjob.jobs j JOIN idemjob.attempts a ON a.id = j.completed_by,
 	 generate_series(1, 3) n
 WHERE j.id = (SELECT id FROM idemjob.jobs WHERE state = 'succeeded' ORDER BY id LIMIT 1);
@@ -64,9 +64,9 @@ WHERE job_id = (SELECT s.job_id FROM idemjob.spent_keys s JOIN soak.history h ON
 
 -- a second job id for a live worker job's key
 INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id,
-								final_state, completed_at, purged_at)
+								final_state, completed_at, purged_at, owner_hash)
 SELECT j.owner_id, j.idempotency_key, pg_catalog.sha256('tampered'), gen_random_uuid(),
-	   'succeeded', pg_catalog.now(), pg_catalog.now()
+	   'succeeded', pg_catalog.now(), pg_catalog.now(), j.owner_hash
 FROM idemjob.jobs j WHERE j.intent = 'soakw' ORDER BY j.id LIMIT 1;
 
 -- a retry claimed before its backoff had passed (the oldest retried job),
@@ -96,7 +96,7 @@ WHERE j.id = a.job_id;
 -- the same three breakages on a retry made up on a live worker job (the
 -- purges may leave no real retried job in the tables): attempt n+1 failed
 -- a second after attempt n+2 started, with max_attempts n+1
-WITH j AS (SELECT id, owner_id, provider, version,
+WITH j AS (SELECT id, owner_id, provider, version, owner_hash,
 				  (SELECT coalesce(max(attempt_no), 0) FROM idemjob.attempts a
 				   WHERE a.job_id = jobs.id) AS n
 		   FROM idemjob.jobs WHERE intent = 'soakw'
@@ -106,12 +106,13 @@ WITH j AS (SELECT id, owner_id, provider, version,
 		   ORDER BY id LIMIT 1),
 ins AS (
 	INSERT INTO idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state,
-								  read_version, started_at, deadline, finished_at)
+								  read_version, started_at, deadline, finished_at, owner_hash)
 	SELECT gen_random_uuid(), j.id, j.owner_id, j.n + k, j.provider,
 		   CASE k WHEN 1 THEN 'failed' ELSE 'started' END::idemjob.attempt_state,
 		   j.version, pg_catalog.now() - interval '1 min' * (3 - k),
 		   pg_catalog.now() + interval '1 min',
-		   CASE k WHEN 1 THEN pg_catalog.now() - interval '1 min' + interval '1 s' END
+		   CASE k WHEN 1 THEN pg_catalog.now() - interval '1 min' + interval '1 s' END,
+		   j.owner_hash
 	FROM j, generate_series(1, 2) k
 	RETURNING job_id)
 UPDATE idemjob.jobs SET attempt_count = j.n + 2, max_attempts = j.n + 1
