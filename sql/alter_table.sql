@@ -9,8 +9,8 @@ ALTER TABLE idemjob.attempts DROP COLUMN worker;
 ALTER TABLE idemjob.jobs RENAME COLUMN params TO p;
 ALTER TABLE idemjob.jobs ALTER COLUMN priority TYPE int8;
 -- what changes no column is let through
-ALTER TABLE idemjob.jobs SET (fillfactor = 90);
-ALTER TABLE idemjob.jobs RESET (fillfactor);
+ALTER TABLE idemjob.jobs ALTER COLUMN params SET STATISTICS 200;
+ALTER TABLE idemjob.jobs ALTER COLUMN params SET STATISTICS -1;
 -- a table of your own is yours
 CREATE TABLE public.alter_mine (a int);
 ALTER TABLE public.alter_mine ADD COLUMN b int;

@@ -178,7 +178,8 @@ DECLARE
 BEGIN
 	EXECUTE 'EXPLAIN (FORMAT JSON, COSTS OFF) ' || q INTO p;
 	RETURN QUERY
-	SELECT DISTINCT (n ->> 'Relation Name') || ': ' ||
+	-- (a partition of the partitioned layout, idemjob.partitions, as its table)
+	SELECT DISTINCT regexp_replace(n ->> 'Relation Name', '_p[0-9]+$', '') || ': ' ||
 		CASE WHEN n ->> 'Node Type' = 'Seq Scan' THEN 'sequential scan' ELSE 'index' END
 	FROM jsonb_path_query(p, 'lax $.**') n
 	WHERE jsonb_typeof(n) = 'object' AND n ? 'Relation Name'

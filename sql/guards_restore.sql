@@ -26,7 +26,9 @@ $$;
 --
 -- jobs
 --
-SELECT jsonb_build_object('id', idemjob.uuid_v7(), 'owner_id', 'restore',
+-- (every row with its owner's hash, as a dump of 1.2 has it: in the
+-- partitioned layout a row without one is refused before anything else)
+SELECT jsonb_build_object('id', idemjob.uuid_v7(), 'owner_id', 'restore', 'owner_hash', idemjob.owner_hash('restore'::text),
 	'idempotency_key', 'k', 'intent', 'charge', 'params', '{}'::jsonb,
 	'provider', 'default', 'state', 'pending', 'version', 0, 'attempt_count', 0,
 	'created_at', now(), 'updated_at', now(), 'run_at', now(), 'priority', 0) AS job \gset
@@ -69,8 +71,8 @@ SELECT label, pg_temp.check('jobs', :'job', o::jsonb) FROM (VALUES
 ) v(label, o);
 -- a result may be the JSON null (it is not SQL NULL)
 BEGIN;
-INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider, state, version, attempt_count, completed_by, result, completed_at)
-	VALUES ('restore', 'json-null', 'charge', 'default', 'succeeded', 1, 1, idemjob.uuid_v7(), 'null', now());
+INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, provider, state, version, attempt_count, completed_by, result, completed_at, owner_hash)
+	VALUES ('restore', 'json-null', 'charge', 'default', 'succeeded', 1, 1, idemjob.uuid_v7(), 'null', now(), 'restore'::text);
 SELECT state, result FROM idemjob.jobs WHERE idempotency_key = 'json-null';
 ROLLBACK;
 
@@ -79,7 +81,7 @@ ROLLBACK;
 --
 SELECT job_id AS host FROM idemjob.submit('restore', 'host', 'charge') \gset
 SELECT jsonb_build_object('id', idemjob.uuid_v7(), 'job_id', :'host',
-	'owner_id', 'restore', 'attempt_no', 1, 'provider', 'default',
+	'owner_id', 'restore', 'owner_hash', idemjob.owner_hash('restore'::text), 'attempt_no', 1, 'provider', 'default',
 	'state', 'started', 'read_version', 0, 'worker', 'w1',
 	'started_at', now(), 'deadline', now() + interval '5 min') AS att \gset
 SELECT label, pg_temp.check('attempts', :'att', o::jsonb) FROM (VALUES
@@ -116,7 +118,7 @@ SELECT label, pg_temp.check('attempts', :'att', o::jsonb) FROM (VALUES
 -- race_log (no foreign key since 1.1: rows outlive their job)
 --
 SELECT jsonb_build_object('logged_at', now(), 'job_id', idemjob.uuid_v7(),
-	'owner_id', 'restore', 'attempt_id', idemjob.uuid_v7(),
+	'owner_id', 'restore', 'owner_hash', idemjob.owner_hash('restore'::text), 'attempt_id', idemjob.uuid_v7(),
 	'winner_attempt_id', idemjob.uuid_v7(), 'expected_version', 0,
 	'found_version', 2, 'reason', 'slot_taken',
 	'result_sha256', '\xe5d5f7c1d225fd6b13623ebb1b5b9d075c705659f81868b1e37005a0923b0346',
@@ -157,7 +159,7 @@ SELECT label, pg_temp.check('race_log', :'race', o::jsonb) FROM (VALUES
 --
 -- spent_keys
 --
-SELECT jsonb_build_object('owner_id', 'restore', 'idempotency_key', 'gone',
+SELECT jsonb_build_object('owner_id', 'restore', 'owner_hash', idemjob.owner_hash('restore'::text), 'idempotency_key', 'gone',
 	'request_sha256', '\xe5d5f7c1d225fd6b13623ebb1b5b9d075c705659f81868b1e37005a0923b0346',
 	'job_id', idemjob.uuid_v7(), 'final_state', 'succeeded',
 	'completed_at', now(), 'purged_at', now()) AS spent \gset
@@ -209,25 +211,26 @@ SELECT (SELECT count(*) FROM idemjob.jobs WHERE owner_id = 'restore') AS jobs,
 	(SELECT count(*) FROM idemjob.certifications WHERE intent = 'restored') AS certifications;
 
 --
--- A restore as pg_dump writes it (COPY), then the restored jobs behave.
+-- A restore as pg_dump writes it (COPY; since 1.2 with each row's
+-- owner_hash: idemjob.owner_hash('restore') is -1303831314), then the restored jobs behave.
 --   r1: succeeded; attempt 1 was cancelled with a fence (version 1),
 --       attempt 2 won (version 2), attempt 1's late result lost.
 --   r2: in doubt (attempt 1 unknown).
 --   r3: pending again after a cancelled attempt.
 --
-COPY idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state, version, attempt_count, completed_by, result, created_at, updated_at, completed_at, cancel_reason, priority, run_at, max_attempts, error) FROM stdin;
-01900000-0000-7000-8000-000000000001	restore	r1	charge	{"amount": 5}	default	succeeded	2	2	01900000-0000-7000-8000-0000000000a2	{"n": 2}	2024-06-01 10:00:00+00	2024-06-01 10:05:00+00	2024-06-01 10:05:00+00	\N	0	2024-06-01 10:00:00+00	\N	\N
-01900000-0000-7000-8000-000000000002	restore	r2	charge	{"amount": 6}	default	in_doubt	0	1	\N	\N	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	\N	\N	0	2024-06-01 10:00:00+00	\N	\N
-01900000-0000-7000-8000-000000000003	restore	r3	charge	{"amount": 7}	default	pending	0	1	\N	\N	2024-06-01 10:00:00+00	2024-06-01 10:02:00+00	\N	\N	0	2024-06-01 10:02:00+00	\N	\N
+COPY idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state, version, attempt_count, completed_by, result, created_at, updated_at, completed_at, cancel_reason, priority, run_at, max_attempts, error, owner_hash) FROM stdin;
+01900000-0000-7000-8000-000000000001	restore	r1	charge	{"amount": 5}	default	succeeded	2	2	01900000-0000-7000-8000-0000000000a2	{"n": 2}	2024-06-01 10:00:00+00	2024-06-01 10:05:00+00	2024-06-01 10:05:00+00	\N	0	2024-06-01 10:00:00+00	\N	\N	-1303831314
+01900000-0000-7000-8000-000000000002	restore	r2	charge	{"amount": 6}	default	in_doubt	0	1	\N	\N	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	\N	\N	0	2024-06-01 10:00:00+00	\N	\N	-1303831314
+01900000-0000-7000-8000-000000000003	restore	r3	charge	{"amount": 7}	default	pending	0	1	\N	\N	2024-06-01 10:00:00+00	2024-06-01 10:02:00+00	\N	\N	0	2024-06-01 10:02:00+00	\N	\N	-1303831314
 \.
-COPY idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version, worker, started_at, deadline, finished_at, error, result_sha256, unknown_at, dropped_result) FROM stdin;
-01900000-0000-7000-8000-0000000000a1	01900000-0000-7000-8000-000000000001	restore	1	default	superseded	0	w1	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	2024-06-01 10:06:00+00	{"code": "cancelled", "reason": "stuck"}	\\xe5d5f7c1d225fd6b13623ebb1b5b9d075c705659f81868b1e37005a0923b0346	\N	\N
-01900000-0000-7000-8000-0000000000a2	01900000-0000-7000-8000-000000000001	restore	2	default	succeeded	1	w2	2024-06-01 10:02:00+00	2024-06-01 10:07:00+00	2024-06-01 10:05:00+00	\N	\N	\N	\N
-01900000-0000-7000-8000-0000000000b1	01900000-0000-7000-8000-000000000002	restore	1	default	unknown	0	w1	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	\N	{"code": "unknown", "reason": "deadline"}	\N	2024-06-01 10:01:00+00	\N
-01900000-0000-7000-8000-0000000000c1	01900000-0000-7000-8000-000000000003	restore	1	default	cancelled	0	w1	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	2024-06-01 10:02:00+00	{"code": "cancelled", "reason": "stuck"}	\N	\N	\N
+COPY idemjob.attempts (id, job_id, owner_id, attempt_no, provider, state, read_version, worker, started_at, deadline, finished_at, error, result_sha256, unknown_at, dropped_result, owner_hash) FROM stdin;
+01900000-0000-7000-8000-0000000000a1	01900000-0000-7000-8000-000000000001	restore	1	default	superseded	0	w1	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	2024-06-01 10:06:00+00	{"code": "cancelled", "reason": "stuck"}	\\xe5d5f7c1d225fd6b13623ebb1b5b9d075c705659f81868b1e37005a0923b0346	\N	\N	-1303831314
+01900000-0000-7000-8000-0000000000a2	01900000-0000-7000-8000-000000000001	restore	2	default	succeeded	1	w2	2024-06-01 10:02:00+00	2024-06-01 10:07:00+00	2024-06-01 10:05:00+00	\N	\N	\N	\N	-1303831314
+01900000-0000-7000-8000-0000000000b1	01900000-0000-7000-8000-000000000002	restore	1	default	unknown	0	w1	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	\N	{"code": "unknown", "reason": "deadline"}	\N	2024-06-01 10:01:00+00	\N	-1303831314
+01900000-0000-7000-8000-0000000000c1	01900000-0000-7000-8000-000000000003	restore	1	default	cancelled	0	w1	2024-06-01 10:00:00+00	2024-06-01 10:01:00+00	2024-06-01 10:02:00+00	{"code": "cancelled", "reason": "stuck"}	\N	\N	\N	-1303831314
 \.
-COPY idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id, expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider) FROM stdin;
-2024-06-01 10:06:00+00	01900000-0000-7000-8000-000000000001	restore	01900000-0000-7000-8000-0000000000a1	01900000-0000-7000-8000-0000000000a2	0	2	slot_taken	\\xe5d5f7c1d225fd6b13623ebb1b5b9d075c705659f81868b1e37005a0923b0346	8	00:01:00	default
+COPY idemjob.race_log (logged_at, job_id, owner_id, attempt_id, winner_attempt_id, expected_version, found_version, reason, result_sha256, result_bytes, late_by, provider, owner_hash) FROM stdin;
+2024-06-01 10:06:00+00	01900000-0000-7000-8000-000000000001	restore	01900000-0000-7000-8000-0000000000a1	01900000-0000-7000-8000-0000000000a2	0	2	slot_taken	\\xe5d5f7c1d225fd6b13623ebb1b5b9d075c705659f81868b1e37005a0923b0346	8	00:01:00	default	-1303831314
 \.
 -- a replay answers from the restored job
 SELECT created, state, version, result FROM idemjob.submit('restore', 'r1', 'charge', '{"amount": 5}');
@@ -250,9 +253,9 @@ SELECT outcome, job_version FROM idemjob.complete_attempt(
 SELECT outcome, job_version FROM idemjob.complete_attempt('01900000-0000-7000-8000-0000000000c1', '{"n": 8}');
 -- a COPY with one inconsistent row loads nothing
 \set VERBOSITY default
-COPY idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state, version, attempt_count, created_at, updated_at, completed_at, run_at) FROM stdin;
-01900000-0000-7000-8000-000000000004	restore	r4	charge	{}	default	pending	0	0	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	\N	2024-06-01 10:00:00+00
-01900000-0000-7000-8000-000000000005	restore	r5	charge	{}	default	cancelled	0	0	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00
+COPY idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, state, version, attempt_count, created_at, updated_at, completed_at, run_at, owner_hash) FROM stdin;
+01900000-0000-7000-8000-000000000004	restore	r4	charge	{}	default	pending	0	0	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	\N	2024-06-01 10:00:00+00	-1303831314
+01900000-0000-7000-8000-000000000005	restore	r5	charge	{}	default	cancelled	0	0	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	2024-06-01 10:00:00+00	-1303831314
 \.
 \set VERBOSITY sqlstate
 SELECT count(*) FROM idemjob.jobs WHERE idempotency_key IN ('r4', 'r5');

@@ -528,30 +528,40 @@ REVOKE ALL ON FUNCTION idemjob.provider_stats(pg_catalog.interval) FROM PUBLIC;
 -- do, cheap enough to scrape: the oldest final job and race-log row are
 -- read at the head of an index (jobs_final, race_log_logged_at); the row
 -- counts are the planner's estimates (pg_class.reltuples, as of the last
--- VACUUM or ANALYZE, NULL before the first: counting would read every
+-- VACUUM or ANALYZE, summed over the partitions in the partitioned layout,
+-- NULL before the first: counting would read every
 -- row), readable by any role in pg_class anyway, so not filtered by an
 -- owner binding, while the two ages are.
 --
 CREATE VIEW idemjob.retention_stats WITH (security_barrier) AS
 SELECT
-	(SELECT CASE WHEN c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4 THEN NULL
-				 ELSE c.reltuples::pg_catalog.int8 END
+	(SELECT CASE WHEN pg_catalog.bool_or(c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4) THEN NULL
+				 ELSE pg_catalog.sum(c.reltuples)::pg_catalog.int8 END
 	 FROM pg_catalog.pg_class c
-	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.jobs_final'::pg_catalog.regclass) AS final_jobs,
+	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.jobs_final'::pg_catalog.regclass
+		AND c.relkind OPERATOR(pg_catalog.<>) ALL ('{p,I}'::pg_catalog."char"[])
+		OR c.oid OPERATOR(pg_catalog.=) ANY (SELECT t.relid FROM pg_catalog.pg_partition_tree('idemjob.jobs_final') t
+											 WHERE t.isleaf)) AS final_jobs,
 	pg_catalog.now() OPERATOR(pg_catalog.-)
 		(SELECT j.completed_at FROM idemjob.jobs j
 		 WHERE j.state OPERATOR(pg_catalog.=) ANY
 				('{succeeded,failed,cancelled}'::idemjob.job_state[])
 			AND idemjob.owner_visible(j.owner_id)
 		 ORDER BY j.completed_at LIMIT 1) AS oldest_final_age,
-	(SELECT CASE WHEN c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4 THEN NULL
-				 ELSE c.reltuples::pg_catalog.int8 END
+	(SELECT CASE WHEN pg_catalog.bool_or(c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4) THEN NULL
+				 ELSE pg_catalog.sum(c.reltuples)::pg_catalog.int8 END
 	 FROM pg_catalog.pg_class c
-	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.spent_keys'::pg_catalog.regclass) AS spent_keys,
-	(SELECT CASE WHEN c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4 THEN NULL
-				 ELSE c.reltuples::pg_catalog.int8 END
+	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.spent_keys'::pg_catalog.regclass
+		AND c.relkind OPERATOR(pg_catalog.<>) ALL ('{p,I}'::pg_catalog."char"[])
+		OR c.oid OPERATOR(pg_catalog.=) ANY (SELECT t.relid FROM pg_catalog.pg_partition_tree('idemjob.spent_keys') t
+											 WHERE t.isleaf)) AS spent_keys,
+	(SELECT CASE WHEN pg_catalog.bool_or(c.reltuples OPERATOR(pg_catalog.<) 0::pg_catalog.float4) THEN NULL
+				 ELSE pg_catalog.sum(c.reltuples)::pg_catalog.int8 END
 	 FROM pg_catalog.pg_class c
-	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.race_log'::pg_catalog.regclass) AS race_log_rows,
+	 WHERE c.oid OPERATOR(pg_catalog.=) 'idemjob.race_log'::pg_catalog.regclass
+		AND c.relkind OPERATOR(pg_catalog.<>) ALL ('{p,I}'::pg_catalog."char"[])
+		OR c.oid OPERATOR(pg_catalog.=) ANY (SELECT t.relid FROM pg_catalog.pg_partition_tree('idemjob.race_log') t
+											 WHERE t.isleaf)) AS race_log_rows,
 	pg_catalog.now() OPERATOR(pg_catalog.-)
 		(SELECT r.logged_at FROM idemjob.race_log r
 		 WHERE idemjob.owner_visible(r.owner_id)
@@ -740,6 +750,186 @@ ALTER TABLE idemjob.spent_keys
 ALTER TABLE idemjob.spent_keys ALTER COLUMN owner_hash DROP EXPRESSION,
 	ADD CONSTRAINT spent_keys_pkey PRIMARY KEY (owner_id, idempotency_key, owner_hash);
 -- ==== end issue 22: the owner hash ====
+
+--
+-- The partitioned layout (docs/scaling.md#partitioned-layout): with
+-- idemjob.partitions = N > 0 while this script runs (CREATE EXTENSION, or
+-- the update to 1.2), jobs, attempts, race_log and spent_keys become
+-- tables partitioned BY HASH (owner_hash) into N partitions
+-- (<table>_p0 ... <table>_p<N-1>, members of the extension, their rows
+-- dumped with it), with the same columns, keys, indexes, triggers and
+-- comments, their rows moved over, and the views redefined on them.  A
+-- key holds each (owner, ...) whole in one partition: owner_hash is last
+-- in every one.  With 0 (the default) nothing here runs.
+--
+DO $partition$
+DECLARE
+	n pg_catalog.int4 := COALESCE(pg_catalog.current_setting('idemjob.partitions', true), '0')::pg_catalog.int4;
+	tabs CONSTANT pg_catalog.text[] := '{jobs,attempts,race_log,spent_keys}';
+	t pg_catalog.text;
+	i pg_catalog.int4;
+	r record;
+	dropped pg_catalog.text[] := '{}';	-- views and functions, dropped
+	again pg_catalog.text[] := '{}';	-- what makes them, their keys, indexes, triggers
+	stmt pg_catalog.text;
+BEGIN
+	IF n = 0 THEN
+		RETURN;
+	END IF;
+	-- definitions written with every name qualified
+	SET LOCAL search_path = pg_catalog, pg_temp;
+
+	-- the old tables' keys, indexes and triggers (the foreign key: below)
+	FOREACH t IN ARRAY tabs LOOP
+		FOR r IN SELECT co.conname, pg_catalog.pg_get_constraintdef(co.oid) AS def
+				 FROM pg_catalog.pg_constraint co
+				 WHERE co.conrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
+				   AND co.contype OPERATOR(pg_catalog.=) ANY ('{p,u}'::pg_catalog."char"[])
+				 ORDER BY co.contype DESC, co.conname LOOP
+			again := again || pg_catalog.format('ALTER TABLE idemjob.%I ADD CONSTRAINT %I %s',
+				t, r.conname, r.def);
+		END LOOP;
+		FOR r IN SELECT pg_catalog.pg_get_indexdef(x.indexrelid) AS def
+				 FROM pg_catalog.pg_index x
+				 WHERE x.indrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
+				   AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint co
+								   WHERE co.conindid OPERATOR(pg_catalog.=) x.indexrelid)
+				 ORDER BY x.indexrelid LOOP
+			again := again || r.def;
+		END LOOP;
+		FOR r IN SELECT pg_catalog.pg_get_triggerdef(tg.oid) AS def
+				 FROM pg_catalog.pg_trigger tg
+				 WHERE tg.tgrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
+				   AND NOT tg.tgisinternal
+				 ORDER BY tg.tgname LOOP
+			again := again || r.def;
+		END LOOP;
+	END LOOP;
+
+	-- the views (they read these tables and their indexes) and the
+	-- functions that return a row of one: made again on the new tables,
+	-- with their comments and grants (the owner's are implicit)
+	FOR r IN SELECT c.oid::pg_catalog.regclass::pg_catalog.text AS name,
+				pg_catalog.pg_get_viewdef(c.oid) AS def,
+				pg_catalog.obj_description(c.oid, 'pg_class') AS comment,
+				c.relacl AS acl, c.relowner AS owner
+			 FROM pg_catalog.pg_class c
+			 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'idemjob'::pg_catalog.regnamespace
+			   AND c.relkind OPERATOR(pg_catalog.=) 'v'
+			 ORDER BY c.oid LOOP
+		dropped := dropped || pg_catalog.format('DROP VIEW %s', r.name);
+		again := again || pg_catalog.format('CREATE VIEW %s AS %s', r.name, r.def);
+		IF r.comment IS NOT NULL THEN
+			again := again || pg_catalog.format('COMMENT ON VIEW %s IS %L', r.name, r.comment);
+		END IF;
+		again := again || (SELECT pg_catalog.array_agg(pg_catalog.format('GRANT %s ON %s TO %s',
+				a.privilege_type, r.name,
+				CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+					 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END))
+			FROM pg_catalog.aclexplode(r.acl) a WHERE a.grantee OPERATOR(pg_catalog.<>) r.owner);
+	END LOOP;
+	FOR r IN SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text AS name,
+				pg_catalog.pg_get_functiondef(p.oid) AS def,
+				pg_catalog.obj_description(p.oid, 'pg_proc') AS comment,
+				p.proacl AS acl, p.proowner AS owner
+			 FROM pg_catalog.pg_proc p
+			 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'idemjob'::pg_catalog.regnamespace
+			   AND EXISTS (SELECT FROM pg_catalog.pg_depend d
+						   JOIN pg_catalog.pg_type ty ON ty.oid OPERATOR(pg_catalog.=) d.refobjid
+						   WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+							 AND d.objid OPERATOR(pg_catalog.=) p.oid
+							 AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
+							 AND ty.typrelid OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.format('idemjob.%I', x)::pg_catalog.regclass::pg_catalog.oid
+																	  FROM pg_catalog.unnest(tabs) x))
+			 ORDER BY p.oid LOOP
+		dropped := dropped || pg_catalog.format('DROP FUNCTION %s', r.name);
+		again := again || r.def
+			|| pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', r.name);
+		IF r.comment IS NOT NULL THEN
+			again := again || pg_catalog.format('COMMENT ON FUNCTION %s IS %L', r.name, r.comment);
+		END IF;
+		again := again || (SELECT pg_catalog.array_agg(pg_catalog.format('GRANT %s ON FUNCTION %s TO %s',
+				a.privilege_type, r.name,
+				CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+					 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END))
+			FROM pg_catalog.aclexplode(COALESCE(r.acl, pg_catalog.acldefault('f', r.owner))) a
+			WHERE a.grantee OPERATOR(pg_catalog.<>) r.owner);
+	END LOOP;
+
+	-- the new tables, with the old rows
+	FOREACH t IN ARRAY tabs LOOP
+		EXECUTE pg_catalog.format('CREATE TABLE idemjob.%I (LIKE idemjob.%I INCLUDING DEFAULTS'
+			' INCLUDING CONSTRAINTS INCLUDING COMMENTS INCLUDING STORAGE INCLUDING COMPRESSION)'
+			' PARTITION BY HASH (owner_hash)', t || '_partitioned', t);
+		FOR i IN 0 .. n - 1 LOOP
+			EXECUTE pg_catalog.format('CREATE TABLE idemjob.%I PARTITION OF idemjob.%I'
+				' FOR VALUES WITH (MODULUS %s, REMAINDER %s) %s',
+				t || '_p' || i, t || '_partitioned', n, i,
+				(SELECT CASE WHEN c.reloptions IS NULL THEN ''
+						ELSE 'WITH (' || pg_catalog.array_to_string(c.reloptions, ', ') || ')' END
+				 FROM pg_catalog.pg_class c
+				 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass));
+			-- the rows of every partition are dumped with the extension
+			PERFORM pg_catalog.pg_extension_config_dump(
+				pg_catalog.format('idemjob.%I', t || '_p' || i)::pg_catalog.regclass, '');
+		END LOOP;
+		EXECUTE pg_catalog.format('INSERT INTO idemjob.%I SELECT * FROM idemjob.%I',
+			t || '_partitioned', t);
+		EXECUTE pg_catalog.format('COMMENT ON TABLE idemjob.%I IS %L', t || '_partitioned',
+			pg_catalog.obj_description(pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass, 'pg_class'));
+	END LOOP;
+
+	-- the old ones go, with what depends on them; the new ones take their names
+	FOREACH stmt IN ARRAY dropped LOOP
+		EXECUTE stmt;
+	END LOOP;
+	ALTER TABLE idemjob.attempts DROP CONSTRAINT attempts_job_id_fkey;
+	FOREACH t IN ARRAY tabs LOOP
+		-- out of the extension first: that also takes it off the list of
+		-- tables whose rows pg_dump dumps (extconfig)
+		EXECUTE pg_catalog.format('ALTER EXTENSION idemjob DROP TABLE idemjob.%I', t);
+		EXECUTE pg_catalog.format('DROP TABLE idemjob.%I', t);
+		EXECUTE pg_catalog.format('ALTER TABLE idemjob.%I RENAME TO %I', t || '_partitioned', t);
+		PERFORM pg_catalog.pg_extension_config_dump(
+			pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass, '');
+	END LOOP;
+	FOREACH stmt IN ARRAY again LOOP
+		EXECUTE stmt;
+	END LOOP;
+	-- attempts' foreign key, partition to partition: a job and its attempts
+	-- share their owner_hash, so they lie in partitions of the same number;
+	-- and so pg_dump, which orders the data of the tables it dumps by the
+	-- foreign keys between them, dumps jobs_pN's rows before attempts_pN's
+	FOR i IN 0 .. n - 1 LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE idemjob.%I ADD CONSTRAINT %I'
+			' FOREIGN KEY (job_id, owner_hash) REFERENCES idemjob.%I (id, owner_hash)'
+			' ON DELETE CASCADE', 'attempts_p' || i, 'attempts_p' || i || '_job_id_fkey',
+			'jobs_p' || i);
+	END LOOP;
+	-- each partition's index named as its table's, with the partition's
+	-- suffix (jobs_claim_p3 on jobs_p3), so that plans say which they use
+	FOR r IN SELECT pi.oid::pg_catalog.regclass::pg_catalog.text AS old_name,
+				pg_catalog.format('%s_p%s', parent.relname,
+					pg_catalog.substring(pt.relname, '_p([0-9]+)$')) AS new_name
+			 FROM pg_catalog.pg_inherits inh
+			 JOIN pg_catalog.pg_class parent ON parent.oid OPERATOR(pg_catalog.=) inh.inhparent
+			 JOIN pg_catalog.pg_class pi ON pi.oid OPERATOR(pg_catalog.=) inh.inhrelid
+			 JOIN pg_catalog.pg_index x ON x.indexrelid OPERATOR(pg_catalog.=) pi.oid
+			 JOIN pg_catalog.pg_class pt ON pt.oid OPERATOR(pg_catalog.=) x.indrelid
+			 WHERE parent.relkind OPERATOR(pg_catalog.=) 'I'
+			   AND parent.relnamespace OPERATOR(pg_catalog.=) 'idemjob'::pg_catalog.regnamespace LOOP
+		EXECUTE pg_catalog.format('ALTER INDEX %s RENAME TO %I', r.old_name, r.new_name);
+	END LOOP;
+	-- a TRUNCATE of one partition fires no trigger of its parent
+	FOREACH t IN ARRAY '{jobs,attempts}'::pg_catalog.text[] LOOP
+		FOR i IN 0 .. n - 1 LOOP
+			EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE TRUNCATE ON idemjob.%I'
+				' FOR EACH STATEMENT EXECUTE FUNCTION idemjob.truncate_guard()',
+				t || '_truncate_guard', t || '_p' || i);
+		END LOOP;
+	END LOOP;
+END
+$partition$;
 
 --
 -- Rights: exactly what the security model says.  Default privileges of the

@@ -20,12 +20,15 @@ FROM pg_proc p
 		AND d.deptype = 'e' AND d.refclassid = 'pg_extension'::regclass
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idemjob';
 CREATE TEMP VIEW ext_relations AS
-SELECT c.oid, c.oid::regclass::text AS rel, c.relkind
+-- (a table of the partitioned layout, idemjob.partitions, counts as one:
+-- its partitions hold no privilege of their own)
+SELECT c.oid, c.oid::regclass::text AS rel,
+	CASE c.relkind WHEN 'p' THEN 'r' ELSE c.relkind END AS relkind
 FROM pg_class c
 	JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
 		AND d.deptype = 'e' AND d.refclassid = 'pg_extension'::regclass
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idemjob'
-WHERE c.relkind IN ('r', 'v');
+WHERE c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition;
 
 -- by the catalogs, everything r_mon holds: the schema, the views, the
 -- views' row filter and provider_stats(since) (validate and uuid_v7 are
@@ -208,10 +211,13 @@ BEGIN;
 CREATE TEMP TABLE scans0 AS
 SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE schemaname = 'idemjob';
 SELECT count(*) AS bulk_rows_in_the_hour FROM idemjob.provider_stats('1 hour') WHERE intent = 'm_bulk';
-SELECT s.relname, s.seq_scan - s0.seq_scan AS seq_scans, s.idx_scan > s0.idx_scan AS index_read
+-- (the partitions of the partitioned layout, idemjob.partitions, as their table)
+SELECT regexp_replace(s.relname, '_p[0-9]+$', '') AS relname,
+	sum(s.seq_scan - s0.seq_scan) AS seq_scans, bool_or(s.idx_scan > s0.idx_scan) AS index_read
 FROM pg_stat_xact_user_tables s JOIN scans0 s0 USING (relname)
-WHERE s.schemaname = 'idemjob' AND s.relname IN ('attempts', 'jobs', 'race_log')
-ORDER BY 1;
+WHERE s.schemaname = 'idemjob'
+  AND regexp_replace(s.relname, '_p[0-9]+$', '') IN ('attempts', 'jobs', 'race_log')
+GROUP BY 1 ORDER BY 1;
 COMMIT;
 -- a wider window takes them in
 SELECT provider, attempts, succeeded, superseded, races_lost, late_by_p50_ms, late_by_p95_ms

@@ -39,7 +39,8 @@ BEGIN
 	BEGIN
 		PERFORM 1 / 0;
 	EXCEPTION WHEN division_by_zero THEN
-		INSERT INTO public.oc_seen VALUES (TG_TABLE_NAME, current_user,
+		-- (a partition of the partitioned layout as its table)
+		INSERT INTO public.oc_seen VALUES (regexp_replace(TG_TABLE_NAME, '_p[0-9]+$', ''), current_user,
 			pg_catalog.current_setting('search_path'),
 			public.oc_try('CREATE TEMP TABLE oc_t (a int)'));
 	END;

@@ -39,12 +39,15 @@ FROM pg_proc p
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idemjob';
 
 CREATE TEMP VIEW ext_relations AS
-SELECT c.oid, c.oid::regclass::text AS rel, c.relkind
+-- (a table of the partitioned layout, idemjob.partitions, counts as one:
+-- its partitions hold no privilege of their own)
+SELECT c.oid, c.oid::regclass::text AS rel,
+	CASE c.relkind WHEN 'p' THEN 'r' ELSE c.relkind END AS relkind
 FROM pg_class c
 	JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
 		AND d.deptype = 'e' AND d.refclassid = 'pg_extension'::regclass
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idemjob'
-WHERE c.relkind IN ('r', 'v');
+WHERE c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition;
 
 -- the contract's capability table, written out: who may EXECUTE / SELECT
 -- (p: PUBLIC and so every role; c w o a: client, worker, operator, admin;

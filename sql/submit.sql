@@ -28,8 +28,8 @@ SELECT count(*), min(params::text) FROM idemjob.jobs WHERE owner_id = 'alice';
 -- the DETAIL names what differs
 \set VERBOSITY default
 -- (a job inserted by hand, fresh and pending, so that its id is known)
-INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider)
-  VALUES ('01a23729-5b03-7b67-b518-5e4de846fc95', 'carol', 'k', 'charge', '{"a": 1}', 'p1');
+INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, owner_hash)
+  VALUES ('01a23729-5b03-7b67-b518-5e4de846fc95', 'carol', 'k', 'charge', '{"a": 1}', 'p1', 'carol'::text);
 SELECT * FROM idemjob.submit('carol', 'k', 'refund', '{"a": 1}', 'p1');
 SELECT * FROM idemjob.submit('carol', 'k', 'charge', '{"a": 1}', 'p2');
 \set VERBOSITY sqlstate

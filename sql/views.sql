@@ -97,9 +97,10 @@ BEGIN
     IF line ~ 'Bitmap Index Scan' THEN
       CONTINUE;
     ELSIF line ~ 'Seq Scan' THEN
-      RETURN NEXT 'sequential scan of ' || substring(line from ' on (\S+)');
+      RETURN NEXT 'sequential scan of ' || regexp_replace(substring(line from ' on (\S+)'), '_p[0-9]+$', '');
     ELSIF line ~ 'Scan' THEN
-      RETURN NEXT 'index scan of ' || substring(line from ' on (\S+)');
+      -- (a partition of the partitioned layout, idemjob.partitions, as its table)
+      RETURN NEXT 'index scan of ' || regexp_replace(substring(line from ' on (\S+)'), '_p[0-9]+$', '');
     END IF;
   END LOOP;
 END $$;

@@ -339,8 +339,8 @@ RESET wk.owner;
 -- 20,000 pending jobs of ten intents (inserted as a restore would, then
 -- rolled back with their statistics)
 BEGIN;
-INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, params, provider)
-SELECT 'wk-scale', 'k' || g, CASE WHEN g % 10 = 0 THEN 'wk.order' ELSE 'wk.other' || g % 10 END, '{}', 'p'
+INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, params, provider, owner_hash)
+SELECT 'wk-scale', 'k' || g, CASE WHEN g % 10 = 0 THEN 'wk.order' ELSE 'wk.other' || g % 10 END, '{}', 'p', 'wk-scale'::text
   FROM generate_series(1, 20000) g;
 ANALYZE idemjob.jobs;
 SET LOCAL plan_cache_mode = force_generic_plan;

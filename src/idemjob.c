@@ -60,6 +60,7 @@ int			idemjob_purge_pause_ms = 0;
 int			idemjob_sweeper_interval_ms = 1000;
 int			idemjob_max_wait_ms = 60 * 1000;
 int			idemjob_max_payload_depth = 512;
+static int	idemjob_partitions = 0;	/* read by the scripts only */
 int			idemjob_claim_lease_ms = 5000;
 char	   *idemjob_sweeper_databases = NULL;
 int			idemjob_notify = IJ_NOTIFY_WAKE;
@@ -431,6 +432,17 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/* read by the install and update scripts only (docs/scaling.md) */
+	DefineCustomIntVariable("idemjob.partitions",
+							"Hash partitions by owner_hash of jobs, attempts, race_log and spent_keys made by CREATE EXTENSION or the update to 1.2; 0: plain tables.",
+							"Read only while the extension's script runs: changing it later changes no table.",
+							&idemjob_partitions,
+							0,
+							0, 1024,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idemjob.max_attempts",
 							"Attempts a job gets before a failure or rejection ends it failed, when submitted without max_attempts.",

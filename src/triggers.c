@@ -1148,8 +1148,10 @@ refuse_update(Guard *g)
  * The owner_hash (since 1.2) is idemjob.owner_hash(owner_id), wherever the row
  * comes from.  A row inserted without one (raw DML, a restore of a dump
  * taken before 1.2 with its column list) gets it here, before the NOT NULL
- * constraint is checked; a row with another one is refused: it would lie
- * in a partition or on a shard its owner's calls never look in.  The id
+ * constraint is checked (in the partitioned layout it is refused instead:
+ * PostgreSQL picks a row's partition before any trigger runs); a row with
+ * another one is refused: it would lie in a partition or on a shard its
+ * owner's calls never look in.  The id
  * is not checked against the owner_hash: ids issued before 1.2 carry none, and
  * the calls find them all the same.
  */
@@ -1160,6 +1162,8 @@ check_owner_hash(Guard *g, int hash_col, int owner_col)
 	bool		isnull;
 	Datum		d = get(g, hash_col, &isnull);
 
+	if (isnull && g->td->tg_relation->rd_rel->relispartition)
+		refuse(g, "Column \"owner_hash\" is NULL: in the partitioned layout a row needs it to find its partition, before any trigger runs; give idemjob.owner_hash(owner_id).");
 	if (isnull)
 	{
 		int			attno = g->attnums[hash_col];

@@ -21,6 +21,21 @@ ij_install_packages
 ij_build_install
 ij_start_cluster "${IDEMJOB_TEST_PORT:-5499}"
 
+# the partitioned layout (docs/scaling.md): every database the suites
+# create makes jobs, attempts, race_log and spent_keys hash-partitioned by
+# owner_hash, 4 partitions each
+partitioned_layout() {
+	local rc=0 i
+	psql -Xq -d postgres -c "ALTER SYSTEM SET idemjob.partitions = 4" -c "SELECT pg_reload_conf()" >/dev/null || return 1
+	for i in $(seq 50); do
+		[ "$(psql -XAt -d postgres -c 'SHOW idemjob.partitions')" = 4 ] && break
+		sleep 0.1
+	done
+	ij_regress && ij_pgtap && bash test/dump/run.sh || rc=1
+	psql -Xq -d postgres -c "ALTER SYSTEM RESET idemjob.partitions" -c "SELECT pg_reload_conf()" >/dev/null || rc=1
+	return $rc
+}
+
 json_schema_suite() {
 	ij_fresh_db idemjob_jsonschema && PGDATABASE=idemjob_jsonschema perl test/jsonschema/run.pl
 }
@@ -30,6 +45,7 @@ ij_stage "docs/reference.md against the catalog" bash test/reference/run.sh
 ij_stage "docs: every relative link leads to a file and heading" python3 test/docs/links.py
 ij_stage "pgTAP (pg_prove)" ij_pgtap
 ij_stage "dump and restore (pg_dump -Fp | psql, pg_dump -Fc + pg_restore)" bash test/dump/run.sh
+ij_stage "partitioned layout, idemjob.partitions = 4 (pg_regress, isolation, pgTAP, dump and restore)" partitioned_layout
 ij_stage "upgrade from 1.0 (ALTER EXTENSION UPDATE, whole suite on the result)" bash test/upgrade/run.sh
 ij_stage "upgrade from 1.1 (rights left by a DBA, whole suite on the result)" bash test/upgrade/from_1_1.sh
 ij_stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite

@@ -78,10 +78,21 @@ SELECT outcome FROM idemjob.complete_attempt(:'a1', '{"ok": "no", "ref": "rj-14"
 RESET idemjob.keep_dropped_results;
 
 -- a spent key as a restore writes it: raw INSERT by a superuser
+-- (since 1.2 with its owner's hash, which the partitioned layout needs:
+-- this file fills 1.1 databases too)
+SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'idemjob.spent_keys'::regclass
+			   AND attname = 'owner_hash') AS has_owner_hash \gset
+\if :has_owner_hash
+INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id,
+								final_state, completed_at, purged_at, owner_hash)
+VALUES ('o1', 'k-spent-raw', sha256('pay/p1/{"amount": 13}'), idemjob.uuid_v7(),
+		'succeeded', now() - interval '2 days', now() - interval '1 day', 'o1'::text);
+\else
 INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id,
 								final_state, completed_at, purged_at)
 VALUES ('o1', 'k-spent-raw', sha256('pay/p1/{"amount": 13}'), idemjob.uuid_v7(),
 		'succeeded', now() - interval '2 days', now() - interval '1 day');
+\endif
 
 SELECT idemjob.grant_capability('app_client', 'client') \gset
 

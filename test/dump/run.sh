@@ -136,7 +136,23 @@ for fmt in plain custom; do
 		f=$tmp/toc; pj='TABLE DATA idemjob jobs '; pa='TABLE DATA idemjob attempts '
 		pc='TABLE DATA idemjob contracts '; pz='TABLE DATA idemjob certifications '
 	fi
-	if order_ok "$f" "$pj" "$pa" && order_ok "$f" "$pc" "$pz"; then
+	# (the partitioned layout, idemjob.partitions: partition N of jobs
+	# before partition N of attempts, which holds their attempts)
+	parts_ok=true nparts=0
+	for n in $(qs -d $src -c "SELECT substring(relname, '_p([0-9]+)$') FROM pg_class
+	                          WHERE relnamespace = 'idemjob'::regnamespace AND relispartition
+	                            AND relkind = 'r' AND relname LIKE 'jobs\_p%'"); do
+		if [ $fmt = plain ]; then
+			order_ok "$f" "^COPY idemjob\.jobs_p$n " "^COPY idemjob\.attempts_p$n " || parts_ok=false
+		else
+			order_ok "$f" "TABLE DATA idemjob jobs_p$n " "TABLE DATA idemjob attempts_p$n " || parts_ok=false
+		fi
+		nparts=$((nparts + 1))
+	done
+	if [ $nparts = 0 ]; then
+		order_ok "$f" "$pj" "$pa" || parts_ok=false
+	fi
+	if $parts_ok && order_ok "$f" "$pc" "$pz"; then
 		ok "$fmt dump: jobs' data before attempts', contracts' before certifications'"
 	else
 		not_ok "$fmt dump: jobs' data before attempts', contracts' before certifications'" \

@@ -1,7 +1,7 @@
 -- pgTAP: the installed schema matches ../shared/CONTRACT.md
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(128);
+SELECT plan(129);
 
 SELECT has_schema('idemjob');
 SELECT has_extension('idemjob');
@@ -49,7 +49,21 @@ SELECT col_type_is('idemjob', 'attempts', 'read_version', 'bigint', 'idemjob.att
 SELECT col_type_is('idemjob', 'attempts', 'deadline', 'timestamp with time zone', 'idemjob.attempts.deadline.timestamp with time zone');
 SELECT col_is_pk('idemjob', 'attempts', ARRAY['id', 'owner_hash'], 'idemjob.attempts.id');
 SELECT col_is_unique('idemjob', 'attempts', ARRAY['job_id', 'attempt_no', 'owner_hash']);
-SELECT fk_ok('idemjob', 'attempts', ARRAY['job_id', 'owner_hash'], 'idemjob', 'jobs', ARRAY['id', 'owner_hash']);
+-- (in the partitioned layout, idemjob.partitions, partition to partition:
+-- attempts_pN to jobs_pN, where a job's attempts lie)
+SELECT ok(CASE WHEN (SELECT relkind FROM pg_class WHERE oid = 'idemjob.attempts'::regclass) = 'p'
+	THEN (SELECT count(*) > 0 AND bool_and(
+			(SELECT count(*) FROM pg_constraint co WHERE co.conrelid = c.oid AND co.contype = 'f') = 1
+			AND (SELECT pg_get_constraintdef(co.oid) FROM pg_constraint co
+				 WHERE co.conrelid = c.oid AND co.contype = 'f')
+				= format('FOREIGN KEY (job_id, owner_hash) REFERENCES idemjob.jobs_%s(id, owner_hash) ON DELETE CASCADE',
+						 substring(c.relname, 'p[0-9]+$')))
+		  FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
+		  WHERE i.inhparent = 'idemjob.attempts'::regclass)
+	ELSE (SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		  WHERE conrelid = 'idemjob.attempts'::regclass AND contype = 'f')
+		= 'FOREIGN KEY (job_id, owner_hash) REFERENCES idemjob.jobs(id, owner_hash) ON DELETE CASCADE' END,
+	'attempts (job_id, owner_hash) references jobs (id, owner_hash), deleted with it');
 SELECT has_index('idemjob', 'attempts', 'attempts_one_in_doubt', ARRAY['job_id', 'owner_hash']);
 SELECT index_is_unique('idemjob', 'attempts', 'attempts_one_in_doubt');
 SELECT is(
@@ -71,9 +85,11 @@ SELECT is(
 	$$(state = ANY ('{running,in_doubt}'::idemjob.job_state[]))$$,
 	'jobs_in_flight holds running and in-doubt jobs only, not the backlog');
 SELECT is(
-	(SELECT array_agg(c.relname::text || ':' || o.option_name || '=' || o.option_value ORDER BY c.relname, o.option_name)
+	-- (in the partitioned layout, idemjob.partitions, every partition's)
+	(SELECT array_agg(DISTINCT regexp_replace(c.relname::text, '_p[0-9]+$', '') || ':' || o.option_name || '=' || o.option_value)
 	   FROM pg_class c, pg_options_to_table(c.reloptions) o
-	  WHERE c.relnamespace = 'idemjob'::regnamespace AND c.relname IN ('jobs', 'attempts')),
+	  WHERE c.relnamespace = 'idemjob'::regnamespace
+		AND regexp_replace(c.relname::text, '_p[0-9]+$', '') IN ('jobs', 'attempts')),
 	ARRAY['attempts:autovacuum_analyze_scale_factor=0.02', 'attempts:autovacuum_vacuum_insert_scale_factor=0.02',
 		  'attempts:autovacuum_vacuum_scale_factor=0.02', 'attempts:fillfactor=90',
 		  'jobs:autovacuum_analyze_scale_factor=0.02', 'jobs:autovacuum_vacuum_insert_scale_factor=0.02',
@@ -227,8 +243,16 @@ SELECT ok(NOT has_table_privilege('public', 'idemjob.attempts', 'INSERT, UPDATE,
 
 -- the extension is not relocatable, its data is dumped
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idemjob'), false, 'not relocatable');
-SELECT is((SELECT array_length(extconfig, 1) FROM pg_extension WHERE extname = 'idemjob'), 10,
+SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) t
+		   WHERE e.extname = 'idemjob' AND NOT (SELECT relispartition FROM pg_class WHERE oid = t)), 10,
 	'pg_dump keeps the ten tables');
+-- (and, in the partitioned layout, every partition's rows; none dropped)
+SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) t
+		   WHERE e.extname = 'idemjob' AND NOT EXISTS (SELECT FROM pg_class WHERE oid = t))
+		  + (SELECT count(*)::int FROM pg_class c
+			 WHERE c.relispartition AND c.relkind = 'r' AND c.relnamespace = 'idemjob'::regnamespace
+			   AND NOT c.oid = ANY ((SELECT extconfig FROM pg_extension WHERE extname = 'idemjob')::oid[])), 0,
+	'no table pg_dump would look for in vain, no partition left out');
 SELECT ok(NOT has_schema_privilege('public', 'idemjob', 'USAGE'), 'PUBLIC has no usage on the schema');
 SELECT ok(NOT has_function_privilege('public', 'idemjob.submit(text,text,text,jsonb,text,timestamptz,int,int)', 'EXECUTE'),
 	'PUBLIC cannot submit');

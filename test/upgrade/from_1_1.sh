@@ -20,7 +20,10 @@
 #      version, every 1.1 row unchanged on the 1.1 columns, "ij-up-app"
 #      holding nothing (no table, column or function privilege but
 #      validate(), uuid_v7() and the owner hash's), "ij-up-client" keeping exactly its
-#      capability's rights, and the jobs behaving;
+#      capability's rights, and the jobs behaving; and the same update,
+#      of a database filled the same way, into the partitioned layout
+#      (idemjob.partitions = 4 in the updating session): every row kept,
+#      in its partition, purged keys still refused;
 #   4. creates idemjob fresh under the same default privileges: nothing for
 #      "ij-up-app"; and in a database where another role made schema
 #      idemjob first, CREATE EXTENSION refuses (42501);
@@ -40,6 +43,7 @@ db=ij_up11				# filled under 1.1, then updated
 db_regress=ij_up11_regress	# 1.1, updated, then the whole suite
 db_fresh=ij_up11_fresh		# CREATE EXTENSION (current) under default privileges
 db_squat=ij_up11_squat		# schema idemjob made first by another role
+db_part=ij_up11_part		# filled under 1.1, updated into the partitioned layout
 app=ij-up-app
 client=ij-up-client
 
@@ -52,7 +56,7 @@ source "$here/lib.sh"
 preflight "$release"
 install_release "$release" 1.1
 
-for d in $db $db_regress $db_fresh $db_squat; do
+for d in $db $db_regress $db_fresh $db_squat $db_part; do
 	q -d postgres -c "DROP DATABASE IF EXISTS $d" 2>/dev/null || die "cannot drop $d"
 done
 for r in "$app" "$client" ij_up_squatter; do
@@ -68,7 +72,7 @@ q -d postgres -c "DROP ROLE IF EXISTS \"\"\"$app\"\"\"" -c "CREATE ROLE \"\"\"$a
 defaults="ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE ON TABLES TO \"$app\";
 	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO \"$app\";
 	ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO \"$app\";"
-for d in $db $db_regress; do
+for d in $db $db_regress $db_part; do
 	q -d postgres -c "CREATE DATABASE $d TEMPLATE template0" &&
 		q -d $d -c "$defaults" -c "CREATE EXTENSION idemjob" 2>/dev/null || die "could not create $d under 1.1"
 done
@@ -79,6 +83,10 @@ q -d $db -f "$repo/test/upgrade/helpers.sql" >/dev/null &&
 		-c "SELECT idemjob.grant_capability('\"$client\"', 'client')" >/dev/null &&
 	q -d $db -c "SELECT ij_check.remember_columns()" -c "SELECT ij_check.snapshot('before')" >/dev/null ||
 	die "could not fill $db"
+q -d $db_part -f "$repo/test/upgrade/helpers.sql" >/dev/null &&
+	q -d $db_part -f "$repo/test/dump/fill.sql" >/dev/null &&
+	q -d $db_part -c "SELECT ij_check.remember_columns()" -c "SELECT ij_check.snapshot('before')" >/dev/null ||
+	die "could not fill $db_part"
 check "1.1: the extension is at version 1.1" $db \
 	"SELECT extversion = '1.1' FROM pg_extension WHERE extname = 'idemjob'"
 check "1.1: $app reads every tenant's params (a column grant, or what 1.0 -> 1.1 left of the default privileges)" $db \
@@ -134,6 +142,30 @@ check "every 1.1 row unchanged on the 1.1 columns, in all 7 tables" $db \
 	                    UNION ALL
 	                    (SELECT tab, r FROM ij_check.rows WHERE tag = 'after'
 	                     EXCEPT ALL SELECT tab, r FROM ij_check.rows WHERE tag = 'before'))"
+# the same update into the partitioned layout (docs/scaling.md): the
+# setting in the updating session; every row moves to its partition
+if out=$(PGOPTIONS="-c idemjob.partitions=4" q -d $db_part -c "ALTER EXTENSION idemjob UPDATE" 2>&1); then
+	ok "ALTER EXTENSION idemjob UPDATE with idemjob.partitions = 4 on a filled 1.1 database"
+else
+	not_ok "ALTER EXTENSION idemjob UPDATE with idemjob.partitions = 4 on a filled 1.1 database" "$out"
+fi
+q -d $db_part -c "SELECT ij_check.snapshot('after')" >/dev/null || not_ok "snapshot after the partitioning update"
+check "... jobs, attempts, race_log, spent_keys partitioned by owner_hash into 4, each row where its hash says" $db_part \
+	"SELECT bool_and(c.relkind = 'p' AND pg_get_partkeydef(c.oid) = 'HASH (owner_hash)'
+	                 AND (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid) = 4)
+	    AND (SELECT count(*) FROM idemjob.jobs) > 0
+	 FROM pg_class c WHERE c.oid IN ('idemjob.jobs'::regclass, 'idemjob.attempts'::regclass,
+	                                 'idemjob.race_log'::regclass, 'idemjob.spent_keys'::regclass)"
+check "... every 1.1 row unchanged on the 1.1 columns, in all 7 tables" $db_part \
+	"SELECT (SELECT count(DISTINCT tab) FROM ij_check.rows WHERE tag = 'before') = 7
+	    AND NOT EXISTS ((SELECT tab, r FROM ij_check.rows WHERE tag = 'before'
+	                     EXCEPT ALL SELECT tab, r FROM ij_check.rows WHERE tag = 'after')
+	                    UNION ALL
+	                    (SELECT tab, r FROM ij_check.rows WHERE tag = 'after'
+	                     EXCEPT ALL SELECT tab, r FROM ij_check.rows WHERE tag = 'before'))"
+check "... a purged key is refused (IJ007), a replay answers created = false" $db_part \
+	"SELECT ij_check.sqlstate(\$\$SELECT idemjob.submit('o1', 'k-purged-1', 'ship', '{\"to\": \"Oslo\"}', 'p1')\$\$) = 'IJ007'
+	    AND NOT (SELECT created FROM idemjob.submit('o1', 'k-scheduled', 'pay', '{\"amount\": 11}', 'p1'))"
 check "1.2: the 1.1 race-log rows got intent and key from their jobs, the winner's provider, and the payload an attempt kept" $db \
 	"SELECT count(*) >= 3 AND bool_and(r.intent = j.intent AND r.idempotency_key = j.idempotency_key
 	        AND r.winner_provider IS NOT DISTINCT FROM w.provider
@@ -225,11 +257,11 @@ fi
 echo
 echo "$label: $passed checks passed, $failed failed"
 if [ "$failed" -eq 0 ]; then
-	for d in $db $db_regress $db_fresh $db_squat; do q -d postgres -c "DROP DATABASE IF EXISTS $d"; done
+	for d in $db $db_regress $db_fresh $db_squat $db_part; do q -d postgres -c "DROP DATABASE IF EXISTS $d"; done
 	for r in "$app" "$client" ij_up_squatter; do
 		q -d postgres -c "DROP ROLE IF EXISTS \"${r//\"/\"\"}\""
 	done
 	exit 0
 fi
-echo "$label: databases $db $db_regress $db_fresh $db_squat kept for a look"
+echo "$label: databases $db $db_regress $db_fresh $db_squat $db_part kept for a look"
 exit 1
