@@ -809,29 +809,20 @@ BEGIN
 	-- the views (they read these tables and their indexes) and the
 	-- functions that return a row of one: made again on the new tables,
 	-- with their comments and grants (the owner's are implicit)
-	FOR r IN SELECT c.oid::pg_catalog.regclass::pg_catalog.text AS name,
-				pg_catalog.pg_get_viewdef(c.oid) AS def,
+	FOR r IN SELECT 'VIEW' AS kind, 'TABLE' AS acl_kind,
+				c.oid::pg_catalog.regclass::pg_catalog.text AS name,
+				pg_catalog.format('CREATE VIEW %s AS %s', c.oid::pg_catalog.regclass,
+								  pg_catalog.pg_get_viewdef(c.oid)) AS def,
 				pg_catalog.obj_description(c.oid, 'pg_class') AS comment,
-				c.relacl AS acl, c.relowner AS owner
+				COALESCE(c.relacl, pg_catalog.acldefault('r', c.relowner)) AS acl, c.relowner AS owner
 			 FROM pg_catalog.pg_class c
 			 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'idemjob'::pg_catalog.regnamespace
 			   AND c.relkind OPERATOR(pg_catalog.=) 'v'
-			 ORDER BY c.oid LOOP
-		dropped := dropped || pg_catalog.format('DROP VIEW %s', r.name);
-		again := again || pg_catalog.format('CREATE VIEW %s AS %s', r.name, r.def);
-		IF r.comment IS NOT NULL THEN
-			again := again || pg_catalog.format('COMMENT ON VIEW %s IS %L', r.name, r.comment);
-		END IF;
-		again := again || (SELECT pg_catalog.array_agg(pg_catalog.format('GRANT %s ON %s TO %s',
-				a.privilege_type, r.name,
-				CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-					 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END))
-			FROM pg_catalog.aclexplode(r.acl) a WHERE a.grantee OPERATOR(pg_catalog.<>) r.owner);
-	END LOOP;
-	FOR r IN SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text AS name,
-				pg_catalog.pg_get_functiondef(p.oid) AS def,
-				pg_catalog.obj_description(p.oid, 'pg_proc') AS comment,
-				p.proacl AS acl, p.proowner AS owner
+			 UNION ALL
+			 SELECT 'FUNCTION', 'FUNCTION', p.oid::pg_catalog.regprocedure::pg_catalog.text,
+				pg_catalog.pg_get_functiondef(p.oid),
+				pg_catalog.obj_description(p.oid, 'pg_proc'),
+				COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner)), p.proowner
 			 FROM pg_catalog.pg_proc p
 			 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'idemjob'::pg_catalog.regnamespace
 			   AND EXISTS (SELECT FROM pg_catalog.pg_depend d
@@ -841,19 +832,18 @@ BEGIN
 							 AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
 							 AND ty.typrelid OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.format('idemjob.%I', x)::pg_catalog.regclass::pg_catalog.oid
 																	  FROM pg_catalog.unnest(tabs) x))
-			 ORDER BY p.oid LOOP
-		dropped := dropped || pg_catalog.format('DROP FUNCTION %s', r.name);
+			 ORDER BY 1 DESC, 3 LOOP
+		dropped := dropped || pg_catalog.format('DROP %s %s', r.kind, r.name);
 		again := again || r.def
-			|| pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', r.name);
+			|| pg_catalog.format('REVOKE ALL ON %s %s FROM PUBLIC', r.acl_kind, r.name);
 		IF r.comment IS NOT NULL THEN
-			again := again || pg_catalog.format('COMMENT ON FUNCTION %s IS %L', r.name, r.comment);
+			again := again || pg_catalog.format('COMMENT ON %s %s IS %L', r.kind, r.name, r.comment);
 		END IF;
-		again := again || (SELECT pg_catalog.array_agg(pg_catalog.format('GRANT %s ON FUNCTION %s TO %s',
-				a.privilege_type, r.name,
+		again := again || (SELECT pg_catalog.array_agg(pg_catalog.format('GRANT %s ON %s %s TO %s',
+				a.privilege_type, r.acl_kind, r.name,
 				CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
 					 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END))
-			FROM pg_catalog.aclexplode(COALESCE(r.acl, pg_catalog.acldefault('f', r.owner))) a
-			WHERE a.grantee OPERATOR(pg_catalog.<>) r.owner);
+			FROM pg_catalog.aclexplode(r.acl) a WHERE a.grantee OPERATOR(pg_catalog.<>) r.owner);
 	END LOOP;
 
 	-- the new tables, with the old rows
