@@ -44,12 +44,14 @@ static IjPlan insert_job = {
 	INT4OID, INT4OID, INT4OID}, NULL, 0
 };
 
+/* (with the owner's hash: one partition, or shard, to look in) */
 static IjPlan find_job = {
 	"SELECT id, intent, params, provider, state, version, result"
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
-	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2"
+	" AND owner_hash OPERATOR(idemjob.=) $3::idemjob.owner_hash",
+	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0
 };
 
 static IjPlan lock_job = {
@@ -177,7 +179,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		Datum		j_intent,
 					j_params,
 					j_provider;
-		Datum		fargs[2];
+		Datum		fargs[3];
 
 		if (ij_exec(&insert_job, args, nulls) == 1)
 		{
@@ -194,6 +196,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 		fargs[0] = args[1];
 		fargs[1] = args[2];
+		fargs[2] = args[9];		/* owner_hash */
 		if (ij_exec(&find_job, fargs, NULL) == 0)
 		{
 			/* the conflicting job was deleted meanwhile: insert again */

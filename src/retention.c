@@ -57,8 +57,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "commands/extension.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "datatype/timestamp.h"
@@ -138,12 +138,14 @@ static IjPlan delete_race_log = {
 	2, {INTERVALOID, TEXTOID}, NULL, 0
 };
 
+/* (with the owner's hash: one partition, or shard, to look in) */
 static IjPlan find_spent_key = {
 	"SELECT request_sha256, job_id, final_state::pg_catalog.text, purged_at"
 	" FROM idemjob.spent_keys"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
-	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2"
+	" AND owner_hash OPERATOR(idemjob.=) $3::idemjob.owner_hash",
+	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0
 };
 
 static void
@@ -206,7 +208,7 @@ spent_keys_inval(Datum arg, Oid relid)
 /*
  * Could spent_keys hold a row?  An empty plain table has no block, so a
  * table without one holds none.  Only a plain table says so: the parent of
- * a partitioned spent_keys (idemjob.partition) has no storage of its own,
+ * a partitioned spent_keys (idemjob.partitions) has no storage of its own,
  * and under Citus the table in the catalog is a shell whose rows are in
  * its shards (other tables, on other nodes): for those the answer is
  * always yes.  Citus is recognised by its extension being installed; it
@@ -274,7 +276,7 @@ void
 ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 				   Jsonb *params, bool before)
 {
-	Datum		args[2];
+	Datum		args[3];
 	int			ret;
 	bytea	   *stored;
 	bytea	   *sha;
@@ -303,6 +305,7 @@ ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 	}
 	args[0] = PointerGetDatum(owner_id);
 	args[1] = PointerGetDatum(key);
+	args[2] = Int32GetDatum(ij_owner_hash(owner_id));
 	ret = SPI_execute_snapshot(find_spent_key.plan, args, NULL,
 							   GetLatestSnapshot(), InvalidSnapshot,
 							   true, false, 1);

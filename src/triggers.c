@@ -113,7 +113,7 @@ PG_FUNCTION_INFO_V1(idemjob_ddl_guard);
 /* column types that are not built in: resolved in schema idemjob */
 #define JOB_STATE_TYPE		((Oid) 1)
 #define ATTEMPT_STATE_TYPE	((Oid) 2)
-#define OWNER_HASH_TYPE			((Oid) 3)	/* since 1.2 */
+#define OWNER_HASH_TYPE		((Oid) 3)	/* since 1.2 */
 
 typedef struct GuardCol
 {
@@ -748,7 +748,7 @@ is_named(Oid relid, Oid nsp, const char *relname)
 
 /*
  * Is rel one of the relations that hold the rows of idemjob.<relname>: the
- * table itself (plain, or partitioned by idemjob.partition()), a partition
+ * table itself (plain, or partitioned: idemjob.partitions), a partition
  * of it at any level, or, where Citus is installed, one of its shards
  * (idemjob.<relname>_<shard id>, which only the extension's owner can
  * create in schema idemjob)?
@@ -797,7 +797,6 @@ is_table(Relation rel, GuardTableId which)
 	TableCache *found;
 	int			i;
 
-	memset(&entry, 0, sizeof(entry));
 	if (relid == last[which].relid)
 		return true;
 
@@ -817,6 +816,8 @@ is_table(Relation rel, GuardTableId which)
 	nsp = get_namespace_oid("idemjob", true);
 	if (!OidIsValid(nsp) || !holds_rows_of(rel, nsp, t->relname))
 		return false;
+
+	memset(&entry, 0, sizeof(entry));
 
 	for (i = 0; i < t->ncols; i++)
 	{
@@ -1145,15 +1146,14 @@ refuse_update(Guard *g)
 }
 
 /*
- * The owner_hash (since 1.2) is idemjob.owner_hash(owner_id), wherever the row
- * comes from.  A row inserted without one (raw DML, a restore of a dump
- * taken before 1.2 with its column list) gets it here, before the NOT NULL
- * constraint is checked (in the partitioned layout it is refused instead:
- * PostgreSQL picks a row's partition before any trigger runs); a row with
- * another one is refused: it would lie in a partition or on a shard its
- * owner's calls never look in.  The id
- * is not checked against the owner_hash: ids issued before 1.2 carry none, and
- * the calls find them all the same.
+ * A row's owner_hash (since 1.2) is idemjob.owner_hash(owner_id), wherever
+ * the row comes from.  A row inserted without one (raw DML, a restore of a
+ * dump taken before 1.2 with its column list) gets it here, before the NOT
+ * NULL constraint is checked (in the partitioned layout it is refused
+ * instead: PostgreSQL picks a row's partition before any trigger runs); a
+ * row with another one is refused: it would lie in a partition or on a
+ * shard its owner's calls never look in.  The id is not checked against
+ * it: ids made before 1.2 carry none, and the calls find them all the same.
  */
 static void
 check_owner_hash(Guard *g, int hash_col, int owner_col)

@@ -11,6 +11,8 @@
 #   short soak.
 # Any sanitizer report (files under the work directory), any crash line in
 # the server log or any failing suite makes it exit non-zero.
+# SAN_CONF: lines added to the cluster's configuration (for example
+# "idemjob.partitions = 4": the suites in the partitioned layout).
 # Run from the repository root, as root or as a user who can write SAN_DIR.
 set -uo pipefail
 
@@ -52,6 +54,7 @@ listen_addresses = ''
 unix_socket_directories = '$dir'
 fsync = off
 max_connections = 60
+${SAN_CONF:-}
 CONF
 asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)

@@ -2,7 +2,7 @@
 -- ids the functions make carry it, and that the rows hold it
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(17);
+SELECT plan(20);
 
 -- what it is: hash_bytes over the owner's bytes, which is what hashtext()
 -- gives under a deterministic collation
@@ -45,6 +45,19 @@ SELECT is((SELECT count(*)::int FROM idemjob.attempts
 CREATE TEMP TABLE t2 AS SELECT job_id FROM idemjob.submit('tap-hash-2', 'k1', 'tap_hash_claim', '{}');
 SELECT is((SELECT idemjob.owner_hash(attempt_id) FROM idemjob.claim('w', ARRAY['tap_hash_claim'])),
 	idemjob.owner_hash('tap-hash-2'::text), 'claim: the attempt id carries its owner''s hash');
+
+-- an id made before 1.2 carries no hash: the calls find its job all the
+-- same (the fast paths, which look where the id's hash says, miss it and
+-- the full ones find it by its id)
+INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, owner_hash)
+VALUES ('01900000-0000-7000-8000-00000000cafe', 'tap-legacy', 'k1', 'charge', '{}', 'default',
+		'tap-legacy'::text);
+SELECT isnt(idemjob.owner_hash('01900000-0000-7000-8000-00000000cafe'::uuid),
+	idemjob.owner_hash('tap-legacy'::text), 'a legacy id does not carry its owner''s hash');
+CREATE TEMP TABLE t3 AS SELECT id FROM idemjob.start_attempt('01900000-0000-7000-8000-00000000cafe');
+SELECT is((SELECT count(*)::int FROM t3), 1, 'start_attempt finds a job by a legacy id');
+SELECT is((SELECT outcome FROM idemjob.complete_attempt((SELECT id FROM t3), '{"ok": 1}')), 'won',
+	'... and its attempt''s result wins');
 
 SELECT * FROM finish();
 ROLLBACK;
