@@ -591,7 +591,7 @@ ALTER TABLE idemjob.capabilities DROP CONSTRAINT capabilities_capability_check,
 -- an id knows where its rows are.  On one server it is one more column.
 -- (Not "route": that word is taken by the failover order of routes.)
 --
--- A type of its own (an int4 inside, ordered and hashed as one), so that
+-- A type of its own (an int4 inside, and an int4 to every operator), so that
 -- an owner_id (text) and an id (uuid) can be assigned to it: Citus routes a
 -- call by coercing its argument to the distribution column's type, and
 -- these two casts are what make submit(owner_id, ...) and
@@ -614,61 +614,6 @@ CREATE TYPE idemjob.owner_hash (
 	LIKE = pg_catalog.int4
 );
 COMMENT ON TYPE idemjob.owner_hash IS 'a 32-bit hash of an owner_id: where an owner''s rows live (docs/scaling.md)';
-
-CREATE FUNCTION idemjob.owner_hash_eq(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
-	AS 'int4eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_ne(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
-	AS 'int4ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_lt(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
-	AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_le(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
-	AS 'int4le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_gt(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
-	AS 'int4gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_ge(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.bool
-	AS 'int4ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_cmp(idemjob.owner_hash, idemjob.owner_hash) RETURNS pg_catalog.int4
-	AS 'btint4cmp' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_hash(idemjob.owner_hash) RETURNS pg_catalog.int4
-	AS 'hashint4' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION idemjob.owner_hash_hash_extended(idemjob.owner_hash, pg_catalog.int8) RETURNS pg_catalog.int8
-	AS 'hashint4extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-
-CREATE OPERATOR idemjob.= (
-	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_eq,
-	COMMUTATOR = OPERATOR(idemjob.=), NEGATOR = OPERATOR(idemjob.<>),
-	RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel, HASHES, MERGES);
-CREATE OPERATOR idemjob.<> (
-	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_ne,
-	COMMUTATOR = OPERATOR(idemjob.<>), NEGATOR = OPERATOR(idemjob.=),
-	RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
-CREATE OPERATOR idemjob.< (
-	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_lt,
-	COMMUTATOR = OPERATOR(idemjob.>), NEGATOR = OPERATOR(idemjob.>=),
-	RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
-CREATE OPERATOR idemjob.<= (
-	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_le,
-	COMMUTATOR = OPERATOR(idemjob.>=), NEGATOR = OPERATOR(idemjob.>),
-	RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
-CREATE OPERATOR idemjob.> (
-	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_gt,
-	COMMUTATOR = OPERATOR(idemjob.<), NEGATOR = OPERATOR(idemjob.<=),
-	RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
-CREATE OPERATOR idemjob.>= (
-	LEFTARG = idemjob.owner_hash, RIGHTARG = idemjob.owner_hash, FUNCTION = idemjob.owner_hash_ge,
-	COMMUTATOR = OPERATOR(idemjob.<=), NEGATOR = OPERATOR(idemjob.<),
-	RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
-
-CREATE OPERATOR CLASS idemjob.owner_hash_ops DEFAULT FOR TYPE idemjob.owner_hash USING btree AS
-	OPERATOR 1 idemjob.<, OPERATOR 2 idemjob.<=, OPERATOR 3 idemjob.=,
-	OPERATOR 4 idemjob.>=, OPERATOR 5 idemjob.>,
-	FUNCTION 1 idemjob.owner_hash_cmp(idemjob.owner_hash, idemjob.owner_hash),
-	FUNCTION 2 pg_catalog.btint4sortsupport(pg_catalog.internal),
-	FUNCTION 4 pg_catalog.btequalimage(pg_catalog.oid);
-CREATE OPERATOR CLASS idemjob.owner_hash_hash_ops DEFAULT FOR TYPE idemjob.owner_hash USING hash AS
-	OPERATOR 1 idemjob.=,
-	FUNCTION 1 idemjob.owner_hash_hash(idemjob.owner_hash),
-	FUNCTION 2 idemjob.owner_hash_hash_extended(idemjob.owner_hash, pg_catalog.int8);
 
 -- owner_hash(owner_id): the hash; owner_hash(id): the owner_hash an id carries
 CREATE FUNCTION idemjob.owner_hash(owner_id pg_catalog.text) RETURNS idemjob.owner_hash
@@ -693,9 +638,11 @@ CREATE CAST (pg_catalog.uuid AS idemjob.owner_hash)
 	WITH FUNCTION idemjob.owner_hash(pg_catalog.uuid) AS ASSIGNMENT;
 CREATE CAST (idemjob.owner_hash AS pg_catalog.uuid)
 	WITH FUNCTION idemjob.owner_hash_id(idemjob.owner_hash);
--- the operators above are in schema idemjob, where a query that does not
--- have it on its search_path does not look: there, an owner_hash compares as
--- the int4 it is (owner_hash = owner_hash, owner_hash = 7), and an int4 can be assigned
+-- An owner_hash is an int4 to everything else: binary-coercible to it
+-- (implicitly), it compares, sorts and hashes with int4's own built-in
+-- operators and operator classes (as varchar with text's), in an index, a
+-- partition key or a Citus distribution column, and in any query; an int4
+-- can be assigned to one
 CREATE CAST (idemjob.owner_hash AS pg_catalog.int4) WITHOUT FUNCTION AS IMPLICIT;
 CREATE CAST (pg_catalog.int4 AS idemjob.owner_hash) WITHOUT FUNCTION AS ASSIGNMENT;
 
@@ -977,12 +924,7 @@ BEGIN
 	-- the owner_hash's functions: pure, and run by anyone a cast to it runs for
 	GRANT EXECUTE ON FUNCTION idemjob.uuid_v7(idemjob.owner_hash),
 		idemjob.owner_hash(pg_catalog.text), idemjob.owner_hash(pg_catalog.uuid),
-		idemjob.owner_hash_id(idemjob.owner_hash),
-		idemjob.owner_hash_eq(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_ne(idemjob.owner_hash, idemjob.owner_hash),
-		idemjob.owner_hash_lt(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_le(idemjob.owner_hash, idemjob.owner_hash),
-		idemjob.owner_hash_gt(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_ge(idemjob.owner_hash, idemjob.owner_hash),
-		idemjob.owner_hash_cmp(idemjob.owner_hash, idemjob.owner_hash), idemjob.owner_hash_hash(idemjob.owner_hash),
-		idemjob.owner_hash_hash_extended(idemjob.owner_hash, pg_catalog.int8) TO PUBLIC;
+		idemjob.owner_hash_id(idemjob.owner_hash) TO PUBLIC;
 	-- a type's input and output run without a privilege check: no one
 	-- needs to call them (and a default privilege may or may not grant it)
 	REVOKE ALL ON FUNCTION idemjob.owner_hash_in(pg_catalog.cstring),

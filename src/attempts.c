@@ -74,7 +74,7 @@ static IjPlan start_fast_insert = {
 	"WITH j AS ("
 	"  UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	"  WHERE id OPERATOR(pg_catalog.=) $1"
-	"  AND owner_hash OPERATOR(idemjob.=) $5::idemjob.owner_hash"
+	"  AND owner_hash OPERATOR(pg_catalog.=) $5"
 	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
 	"  AND (($2::pg_catalog.text IS NULL AND next_provider IS NULL)"
 	"   OR provider OPERATOR(pg_catalog.=) $2)"

@@ -106,19 +106,19 @@ static IjPlan complete_fast = {
 	"  finished_at = pg_catalog.now(), lease_until = NULL"
 	"  FROM idemjob.jobs j"
 	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1"
-	"  AND attempts.owner_hash OPERATOR(idemjob.=) $4::idemjob.owner_hash"
+	"  AND attempts.owner_hash OPERATOR(pg_catalog.=) $4"
 	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
 	"  AND (attempts.lease_until IS NULL"
 	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp())"
 	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id"
-	"  AND j.owner_hash OPERATOR(idemjob.=) $4::idemjob.owner_hash"
+	"  AND j.owner_hash OPERATOR(pg_catalog.=) $4"
 	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
 	"  AND j.completed_by IS NULL"
 	"  AND j.intent OPERATOR(pg_catalog.<>) ALL ($3)"
 	"  RETURNING attempts.job_id, attempts.read_version)"
 	" UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
 	" WHERE (id, version) OPERATOR(pg_catalog.=) (SELECT job_id, read_version FROM a)"
-	" AND owner_hash OPERATOR(idemjob.=) $4::idemjob.owner_hash"
+	" AND owner_hash OPERATOR(pg_catalog.=) $4"
 	" AND completed_by IS NULL"
 	" RETURNING version, id, owner_id",
 	4, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID}, NULL, 0

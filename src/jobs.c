@@ -50,7 +50,7 @@ static IjPlan find_job = {
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
 	" AND idempotency_key OPERATOR(pg_catalog.=) $2"
-	" AND owner_hash OPERATOR(idemjob.=) $3::idemjob.owner_hash",
+	" AND owner_hash OPERATOR(pg_catalog.=) $3",
 	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0
 };
 

@@ -231,7 +231,7 @@ SELECT is(pg_get_function_arguments('idemjob.cancel_attempt'::regproc),
 	'cancel_attempt defaults');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 					   WHERE p.pronamespace = 'idemjob'::regnamespace AND l.lanname NOT IN ('c', 'internal')),
-	'every idemjob function is written in C (the owner hash''s operators are int4''s own)');
+	'every idemjob function is written in C (the owner hash''s input and output are int4''s own)');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'idemjob'::regnamespace AND prosecdef),
 	'no SECURITY DEFINER functions');
 
