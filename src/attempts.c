@@ -64,17 +64,14 @@ PG_FUNCTION_INFO_V1(idemjob_abandon_attempts);
 /*
  * The fast path as one statement: the job's UPDATE and the attempt's
  * INSERT (one executor start instead of two).  $1 job id, $2 provider
- * (NULL: the job's), $3 worker, $4 deadline, $5 the owner hash the job id
- * carries (one partition, or shard, to look in); the attempt's id carries
- * it too.  No row when the job is not a pending job on that provider, or
- * its id was made before 1.2 and carries no hash: nothing was written, and
- * the slow path finds the job by its id alone.
+ * (NULL: the job's), $3 worker, $4 deadline; the attempt's id carries the
+ * job's owner_hash.  No row when the job is not a pending job on that
+ * provider: nothing was written.
  */
 static IjPlan start_fast_insert = {
 	"WITH j AS ("
 	"  UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	"  WHERE id OPERATOR(pg_catalog.=) $1"
-	"  AND owner_hash OPERATOR(pg_catalog.=) $5"
 	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
 	"  AND (($2::pg_catalog.text IS NULL AND next_provider IS NULL)"
 	"   OR provider OPERATOR(pg_catalog.=) $2)"
@@ -84,7 +81,7 @@ static IjPlan start_fast_insert = {
 	" SELECT idemjob.uuid_v7(j.owner_hash), $1, j.owner_id, j.attempt_count, j.provider,"
 	" j.version, $3, $4, j.owner_hash FROM j"
 	" RETURNING *",
-	5, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID}, NULL, 0
+	4, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}, NULL, 0
 };
 
 static IjPlan start_lock_job = {
@@ -485,7 +482,6 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	nulls[2] = worker ? ' ' : 'n';
 	args[3] = deadline;
 	nulls[3] = timeout ? ' ' : 'n';
-	args[4] = Int32GetDatum(ij_owner_hash_of_id(DatumGetUUIDP(job_id)));
 	if (ij_exec(&start_fast_insert, args, nulls) == 1)
 	{
 		/* another owner's job: the error undoes the statement */

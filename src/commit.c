@@ -84,10 +84,7 @@ static IjPlan cas = {
  * cancelled) and its job, as read, would take the result: its version is
  * the attempt's read version, no result is in, and its intent has no
  * contract whose check must come first ($3: the intents that have one,
- * from the contract cache).  $1 attempt, $2 result, $4 the owner hash the
- * attempt's id carries (one partition, or shard, to look in; an id made
- * before 1.2 carries none, finds no row here, and takes the full path,
- * which finds the attempt by its id alone).  Under READ COMMITTED
+ * from the contract cache).  $1 attempt, $2 result.  Under READ COMMITTED
  * a concurrent change of the attempt or the job is re-checked after the
  * lock wait (EvalPlanQual), as in the full path.  (Not by the job row's
  * ctid, cheaper to find: a TID scan's re-check refuses the newer version a
@@ -106,22 +103,19 @@ static IjPlan complete_fast = {
 	"  finished_at = pg_catalog.now(), lease_until = NULL"
 	"  FROM idemjob.jobs j"
 	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1"
-	"  AND attempts.owner_hash OPERATOR(pg_catalog.=) $4"
 	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
 	"  AND (attempts.lease_until IS NULL"
 	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp())"
 	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id"
-	"  AND j.owner_hash OPERATOR(pg_catalog.=) $4"
 	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
 	"  AND j.completed_by IS NULL"
 	"  AND j.intent OPERATOR(pg_catalog.<>) ALL ($3)"
 	"  RETURNING attempts.job_id, attempts.read_version)"
 	" UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
 	" WHERE (id, version) OPERATOR(pg_catalog.=) (SELECT job_id, read_version FROM a)"
-	" AND owner_hash OPERATOR(pg_catalog.=) $4"
 	" AND completed_by IS NULL"
 	" RETURNING version, id, owner_id",
-	4, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID}, NULL, 0
+	3, {UUIDOID, JSONBOID, TEXTARRAYOID}, NULL, 0
 };
 
 /*
@@ -474,7 +468,6 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = JsonbPGetDatum(result);
 	args[2] = ij_contract_intents();
-	args[3] = Int32GetDatum(ij_owner_hash_of_id(PG_GETARG_UUID_P(0)));
 	if (ij_exec(&complete_fast, args, NULL) == 1)
 	{
 		/* another owner's attempt: the error undoes the statement */

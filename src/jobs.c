@@ -44,14 +44,12 @@ static IjPlan insert_job = {
 	INT4OID, INT4OID, INT4OID}, NULL, 0
 };
 
-/* (with the owner's hash: one partition, or shard, to look in) */
 static IjPlan find_job = {
 	"SELECT id, intent, params, provider, state, version, result"
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
-	" AND idempotency_key OPERATOR(pg_catalog.=) $2"
-	" AND owner_hash OPERATOR(pg_catalog.=) $3",
-	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
+	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
 static IjPlan lock_job = {
@@ -179,7 +177,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		Datum		j_intent,
 					j_params,
 					j_provider;
-		Datum		fargs[3];
+		Datum		fargs[2];
 
 		if (ij_exec(&insert_job, args, nulls) == 1)
 		{
@@ -196,7 +194,6 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 		fargs[0] = args[1];
 		fargs[1] = args[2];
-		fargs[2] = args[9];		/* owner_hash */
 		if (ij_exec(&find_job, fargs, NULL) == 0)
 		{
 			/* the conflicting job was deleted meanwhile: insert again */

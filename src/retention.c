@@ -138,14 +138,12 @@ static IjPlan delete_race_log = {
 	2, {INTERVALOID, TEXTOID}, NULL, 0
 };
 
-/* (with the owner's hash: one partition, or shard, to look in) */
 static IjPlan find_spent_key = {
 	"SELECT request_sha256, job_id, final_state::pg_catalog.text, purged_at"
 	" FROM idemjob.spent_keys"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
-	" AND idempotency_key OPERATOR(pg_catalog.=) $2"
-	" AND owner_hash OPERATOR(pg_catalog.=) $3",
-	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
+	2, {TEXTOID, TEXTOID}, NULL, 0
 };
 
 static void
@@ -276,7 +274,7 @@ void
 ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 				   Jsonb *params, bool before)
 {
-	Datum		args[3];
+	Datum		args[2];
 	int			ret;
 	bytea	   *stored;
 	bytea	   *sha;
@@ -305,7 +303,6 @@ ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 	}
 	args[0] = PointerGetDatum(owner_id);
 	args[1] = PointerGetDatum(key);
-	args[2] = Int32GetDatum(ij_owner_hash(owner_id));
 	ret = SPI_execute_snapshot(find_spent_key.plan, args, NULL,
 							   GetLatestSnapshot(), InvalidSnapshot,
 							   true, false, 1);
