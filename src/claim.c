@@ -84,7 +84,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 	"WITH j AS (" \
 	"  UPDATE idemjob.jobs t SET" IJ_JOB_STARTS_SET \
 	"  WHERE t.id OPERATOR(pg_catalog.=) " job_match \
-	"  RETURNING idemjob.uuid_v7(t.owner_hash) AS attempt_id, t.id, t.owner_id, t.intent," \
+	"  RETURNING idemjob.uuid_v7(idemjob.owner_hash(t.id)) AS attempt_id, t.id, t.owner_id, t.intent," \
 	"  t.params, COALESCE(t.next_provider, t.provider) AS provider," \
 	"  t.attempt_count, t.version, t.priority, t.run_at, t.owner_hash)," \
 	" a AS (" \

@@ -2,7 +2,7 @@
 -- ids the functions make carry it, and that the rows hold it
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(20);
+SELECT plan(21);
 
 -- what it is: hash_bytes over the owner's bytes, which is what hashtext()
 -- gives under a deterministic collation
@@ -56,6 +56,8 @@ SELECT isnt(idemjob.owner_hash('01900000-0000-7000-8000-00000000cafe'::uuid),
 	idemjob.owner_hash('tap-legacy'::text), 'a legacy id does not carry its owner''s hash');
 CREATE TEMP TABLE t3 AS SELECT id FROM idemjob.start_attempt('01900000-0000-7000-8000-00000000cafe');
 SELECT is((SELECT count(*)::int FROM t3), 1, 'start_attempt finds a job by a legacy id');
+SELECT is(idemjob.owner_hash((SELECT id FROM t3)), idemjob.owner_hash('01900000-0000-7000-8000-00000000cafe'::uuid),
+	'an attempt id carries its job id''s last 32 bits (for a job made since 1.2, its owner''s hash)');
 SELECT is((SELECT outcome FROM idemjob.complete_attempt((SELECT id FROM t3), '{"ok": 1}')), 'won',
 	'... and its attempt''s result wins');
 
