@@ -583,9 +583,10 @@ ALTER TABLE idemjob.capabilities DROP CONSTRAINT capabilities_capability_check,
 -- ==== begin issue 22: the owner hash ====
 --
 -- owner_hash: a 32-bit hash of the owner on every per-owner row (jobs,
--- attempts, race_log, spent_keys), the last column of every unique key and
--- foreign key, and carried in the low 32 bits of every job and attempt id
--- the extension makes (docs/scaling.md).  Rows of one owner share it, so a
+-- attempts, race_log, spent_keys), carried in the low 32 bits of every job
+-- id the extension makes (and of each attempt id, its job id's bits), and
+-- the last column of every unique key in the partitioned layout below
+-- (docs/scaling.md).  Rows of one owner share it, so a
 -- table partitioned or distributed by owner_hash keeps each owner's jobs,
 -- attempts, race-log rows and spent keys together, and a call given only
 -- an id knows where its rows are.  On one server it is one more column.
@@ -647,55 +648,31 @@ CREATE CAST (idemjob.owner_hash AS pg_catalog.int4) WITHOUT FUNCTION AS IMPLICIT
 CREATE CAST (pg_catalog.int4 AS idemjob.owner_hash) WITHOUT FUNCTION AS ASSIGNMENT;
 
 --
--- The column.  Each table is rewritten once, with the owner_hash computed from
--- the row's owner (a generated column whose expression is then dropped),
--- and its keys rebuilt with the owner_hash last: ids stay time-ordered in
--- their indexes (new rows at the right edge; a look-up by id alone, as of
--- an id made before 1.2, still uses the primary key).  Holds ACCESS
--- EXCLUSIVE on the four tables for the rewrite and the index builds
+-- The column.  Each table is rewritten once, with owner_hash computed from
+-- the row's owner (a generated column whose expression is then dropped).
+-- In plain tables the keys stay 1.1's: owner_hash is a function of
+-- owner_id, so a key that holds an owner's rows unique holds them so with
+-- it or without it, and wider keys cost every insert (the partitioned
+-- layout below, which needs owner_hash in every key, adds it).  Holds
+-- ACCESS EXCLUSIVE on the four tables for the rewrite
 -- (docs/operations.md#upgrading gives the time at 1M jobs).
 --
-ALTER TABLE idemjob.attempts DROP CONSTRAINT attempts_job_id_fkey;
-
 ALTER TABLE idemjob.jobs
 	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
-		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED,
-	DROP CONSTRAINT jobs_pkey,
-	DROP CONSTRAINT jobs_owner_key;
-ALTER TABLE idemjob.jobs ALTER COLUMN owner_hash DROP EXPRESSION,
-	ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, owner_hash),
-	ADD CONSTRAINT jobs_owner_key UNIQUE (owner_id, idempotency_key, owner_hash);
-
-DROP INDEX idemjob.attempts_one_in_doubt;
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED;
+ALTER TABLE idemjob.jobs ALTER COLUMN owner_hash DROP EXPRESSION;
 ALTER TABLE idemjob.attempts
 	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
-		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED,
-	DROP CONSTRAINT attempts_pkey,
-	DROP CONSTRAINT attempts_job_attempt_no_key;
-ALTER TABLE idemjob.attempts ALTER COLUMN owner_hash DROP EXPRESSION,
-	ADD CONSTRAINT attempts_pkey PRIMARY KEY (id, owner_hash),
-	ADD CONSTRAINT attempts_job_attempt_no_key UNIQUE (job_id, attempt_no, owner_hash),
-	ADD CONSTRAINT attempts_job_id_fkey FOREIGN KEY (job_id, owner_hash)
-		REFERENCES idemjob.jobs (id, owner_hash) ON DELETE CASCADE;
--- I3: at most one attempt in doubt per job
-CREATE UNIQUE INDEX attempts_one_in_doubt
-	ON idemjob.attempts (job_id, owner_hash)
-	WHERE state OPERATOR(pg_catalog.=) ANY
-		('{started,unknown}'::idemjob.attempt_state[]);
-
-DROP INDEX idemjob.race_log_attempt_id;
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED;
+ALTER TABLE idemjob.attempts ALTER COLUMN owner_hash DROP EXPRESSION;
 ALTER TABLE idemjob.race_log
 	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
 		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED;
 ALTER TABLE idemjob.race_log ALTER COLUMN owner_hash DROP EXPRESSION;
-CREATE UNIQUE INDEX race_log_attempt_id ON idemjob.race_log (attempt_id, owner_hash);
-
 ALTER TABLE idemjob.spent_keys
 	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
-		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED,
-	DROP CONSTRAINT spent_keys_pkey;
-ALTER TABLE idemjob.spent_keys ALTER COLUMN owner_hash DROP EXPRESSION,
-	ADD CONSTRAINT spent_keys_pkey PRIMARY KEY (owner_id, idempotency_key, owner_hash);
+		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED;
+ALTER TABLE idemjob.spent_keys ALTER COLUMN owner_hash DROP EXPRESSION;
 -- ==== end issue 22: the owner hash ====
 
 --
@@ -705,9 +682,10 @@ ALTER TABLE idemjob.spent_keys ALTER COLUMN owner_hash DROP EXPRESSION,
 -- tables partitioned BY HASH (owner_hash) into N partitions
 -- (<table>_p0 ... <table>_p<N-1>, members of the extension, their rows
 -- dumped with it), with the same columns, keys, indexes, triggers and
--- comments, their rows moved over, and the views redefined on them.  A
--- key holds each (owner, ...) whole in one partition: owner_hash is last
--- in every one.  With 0 (the default) nothing here runs.
+-- comments, their rows moved over, and the views redefined on them;
+-- owner_hash is added last to every unique key and index, which
+-- PostgreSQL requires of a partitioned table and which keeps each key
+-- whole in one partition.  With 0 (the default) nothing here runs.
 --
 DO $partition$
 DECLARE
@@ -733,10 +711,14 @@ BEGIN
 				 WHERE co.conrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
 				   AND co.contype OPERATOR(pg_catalog.=) ANY ('{p,u}'::pg_catalog."char"[])
 				 ORDER BY co.contype DESC, co.conname LOOP
+			-- with owner_hash last: a partitioned table's keys hold its partition key
 			again := again || pg_catalog.format('ALTER TABLE idemjob.%I ADD CONSTRAINT %I %s',
-				t, r.conname, r.def);
+				t, r.conname, pg_catalog.regexp_replace(r.def, '\)$', ', owner_hash)'));
 		END LOOP;
-		FOR r IN SELECT pg_catalog.pg_get_indexdef(x.indexrelid) AS def
+		FOR r IN SELECT CASE WHEN x.indisunique
+					THEN pg_catalog.regexp_replace(pg_catalog.pg_get_indexdef(x.indexrelid),
+						'USING (\w+) \(([^)]*)\)', 'USING \1 (\2, owner_hash)')
+					ELSE pg_catalog.pg_get_indexdef(x.indexrelid) END AS def
 				 FROM pg_catalog.pg_index x
 				 WHERE x.indrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
 				   AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint co

@@ -183,7 +183,7 @@ static IjPlan log_race = {
 	" a.owner_hash"
 	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t, idemjob.jobs j, idemjob.attempts a"
 	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) $2"
-	" ON CONFLICT (attempt_id, owner_hash) DO NOTHING"
+	" ON CONFLICT DO NOTHING"
 	" RETURNING found_version, winner_attempt_id",
 	6, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID}, NULL, 0
 };
@@ -234,7 +234,7 @@ static IjPlan log_purged_race = {
 	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
 	" AND " TOMB("id") " OPERATOR(pg_catalog.=) $1::pg_catalog.text"
 	" LIMIT 1"
-	" ON CONFLICT (attempt_id, owner_hash) DO NOTHING"
+	" ON CONFLICT DO NOTHING"
 	" RETURNING job_id, found_version, winner_attempt_id",
 	4, {UUIDOID, BYTEAOID, INT4OID, JSONBOID}, NULL, 0
 };
