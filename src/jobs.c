@@ -4,9 +4,10 @@
  *	  The job table: submit() (one job per owner and idempotency key) and
  *	  cancel_job().
  *
- * submit() never checks before it inserts.  It inserts with ON CONFLICT DO
- * NOTHING (no target: the key on (owner_id, idempotency_key) is that with
- * owner_hash added in the partitioned layout), so the unique constraint decides
+ * submit() never checks before it inserts.  It inserts with ON CONFLICT ON
+ * CONSTRAINT jobs_owner_key DO NOTHING (the key on (owner_id,
+ * idempotency_key), with owner_hash added in the partitioned layout; named,
+ * so that the statement fits either), so the unique constraint decides
  * which of several concurrent callers creates the job: the others wait in
  * the speculative insertion for the winner's transaction and, once it has
  * committed, read its row.  Under READ COMMITTED every statement takes a new
@@ -40,7 +41,7 @@ static IjPlan insert_job = {
 	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider,"
 	" run_at, priority, max_attempts, owner_hash)"
 	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9, $10::idemjob.owner_hash)"
-	" ON CONFLICT DO NOTHING",
+	" ON CONFLICT ON CONSTRAINT jobs_owner_key DO NOTHING",
 	10, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
 	INT4OID, INT4OID, INT4OID}, NULL, 0
 };
