@@ -19,6 +19,8 @@
 #   BENCH_WORK     its directory: data, socket, logs (default /tmp/idemjob-bench-$PORT)
 #   BENCH_OUT      where the report goes (default bench/results[/smoke])
 #   BENCH_NPM_DIR  where graphile-worker is installed (default ~/.cache/idemjob-bench/npm)
+#   BENCH_PGCONF   lines added to the cluster's configuration (for example
+#                  "idemjob.partitions = 8": idemjob in the partitioned layout)
 #   Sizes: BENCH_T (seconds per point), BENCH_RUNS, BENCH_CLIENTS, BENCH_SYNCS,
 #   BENCH_NKEYS (W2 keys), BENCH_W4_JOBS (jobs per W4 point), BENCH_W5_SIZES,
 #   BENCH_GROW_N, BENCH_COST_N, BENCH_CG_N1, BENCH_CG_N2 (see defaults below).
@@ -191,6 +193,7 @@ wal_compression = off
 logging_collector = off
 log_min_messages = warning
 autovacuum = on
+${BENCH_PGCONF:-}
 EOF
 start_server() {
 	as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_B" -l "$BENCH_WORK/server.log" -w -t 120 start >/dev/null \
