@@ -257,9 +257,15 @@ schema_of() { case $1 in floor) echo floor ;; idemjob) echo idemjob ;; graphile)
 # W2: keys 1..n, the request the replay scripts send
 preload_keys() {	# db impl n
 	case $2 in
-		floor|idemjob)
-			q "$1" -c "INSERT INTO $(schema_of "$2").jobs (owner_id, idempotency_key, intent, params, provider)
+		floor)
+			q "$1" -c "INSERT INTO floor.jobs (owner_id, idempotency_key, intent, params, provider)
 				SELECT (g % 1000)::text, g::text, 'pay', jsonb_build_object('amount', g, 'currency', 'EUR'), 'default'
+				  FROM generate_series(1, $3) g" ;;
+		idemjob)
+			# (with the owner's hash: the partitioned layout needs it given)
+			q "$1" -c "INSERT INTO idemjob.jobs (owner_id, idempotency_key, intent, params, provider, owner_hash)
+				SELECT (g % 1000)::text, g::text, 'pay', jsonb_build_object('amount', g, 'currency', 'EUR'), 'default',
+				       (g % 1000)::text
 				  FROM generate_series(1, $3) g" ;;
 		graphile)
 			q "$1" -c "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
