@@ -9,9 +9,10 @@
  * pg_strong_random() (buffered).  New ids land at the right edge of the primary key's
  * btree, which keeps inserts cheap as the tables grow.
  *
- * Since 1.2 the ids of jobs and attempts carry their owner's hash
- * (idemjob.owner_hash, docs/scaling.md) in their last 32 bits, so that a
- * call given only an id knows where its rows are; 30 random bits remain.
+ * Since 1.2 a job's id carries its owner's hash (idemjob.owner_hash,
+ * docs/scaling.md) in its last 32 bits, and an attempt's id its job id's
+ * last 32 bits, so that a call given only an id can know where its rows
+ * are; 30 random bits remain.
  * Two ids of one owner collide only if two backends make them in the same
  * 1/4096 ms with the same 30 bits (about 1 in 10^9 per such pair), and the
  * primary key then refuses the second (23505): never a silent mix-up.
