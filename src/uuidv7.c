@@ -108,17 +108,25 @@ idemjob_uuid_v7(PG_FUNCTION_ARGS)
 	PG_RETURN_UUID_P(idemjob_new_uuid());
 }
 
-/* an id with the owner_hash in its last four bytes (big-endian) */
-pg_uuid_t *
-idemjob_new_uuid_with_hash(int32 owner_hash)
+/* write the owner_hash into an id's last four bytes (big-endian) */
+static void
+put_owner_hash(pg_uuid_t *uuid, int32 owner_hash)
 {
-	pg_uuid_t  *uuid = idemjob_new_uuid();
 	uint32		r = (uint32) owner_hash;
 
 	uuid->data[12] = (unsigned char) (r >> 24);
 	uuid->data[13] = (unsigned char) (r >> 16);
 	uuid->data[14] = (unsigned char) (r >> 8);
 	uuid->data[15] = (unsigned char) r;
+}
+
+/* a new id with the owner_hash in its last four bytes */
+pg_uuid_t *
+idemjob_new_uuid_with_hash(int32 owner_hash)
+{
+	pg_uuid_t  *uuid = idemjob_new_uuid();
+
+	put_owner_hash(uuid, owner_hash);
 	return uuid;
 }
 
@@ -167,11 +175,7 @@ Datum
 idemjob_owner_hash_id(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *uuid = palloc0(sizeof(pg_uuid_t));
-	uint32		r = (uint32) PG_GETARG_INT32(0);
 
-	uuid->data[12] = (unsigned char) (r >> 24);
-	uuid->data[13] = (unsigned char) (r >> 16);
-	uuid->data[14] = (unsigned char) (r >> 8);
-	uuid->data[15] = (unsigned char) r;
+	put_owner_hash(uuid, PG_GETARG_INT32(0));
 	PG_RETURN_UUID_P(uuid);
 }
