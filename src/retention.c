@@ -224,6 +224,9 @@ spent_keys_has_blocks(void)
 		ij_relcache_register(spent_keys_inval);
 		spent_keys_callback = true;
 	}
+	/* a table whose size says nothing, as last resolved: no need to open it */
+	if (OidIsValid(spent_keys_relid) && !spent_keys_sized)
+		return true;
 	for (;;)
 	{
 		Oid			relid = spent_keys_relid;
