@@ -273,7 +273,7 @@ func TestConnectionKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		signalBackend(t, "pg_terminate_backend", app, false)
+		signalBackend(t, "pg_terminate_backend", app, true)
 		time.Sleep(100 * time.Millisecond) // the resent await_job waits again
 		cl, err := w.Claim(bg, "kill-w", &ClaimOptions{Intents: []string{in}})
 		if err == nil && len(cl) == 1 {
@@ -291,7 +291,7 @@ func TestConnectionKilled(t *testing.T) {
 	// not resent: a claim without a lease, killed while it waits
 	app2 := uniq("kill")
 	c2 := connectApp(t, roleWorker, app2)
-	go signalBackend(t, "pg_terminate_backend", app2, false)
+	go signalBackend(t, "pg_terminate_backend", app2, true)
 	_, err = c2.Claim(bg, "kill-w2", &ClaimOptions{Intents: []string{uniq("nothing")}, Wait: 10 * time.Second})
 	var e *Error
 	if !errors.As(err, &e) || !e.InDoubt() {

@@ -157,7 +157,7 @@ describe('a broken connection', { skip }, () => {
       const t0 = Date.now();
       const waiting = c.awaitJob(s.jobId, 1500);
       await until(async () => (await su2.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%await_job%'", [app]))[0].n > 0,
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND wait_event_type = 'Extension' AND query LIKE '%await_job%'", [app]))[0].n > 0,
       { what: 'the waiting call' });
       const [{ n }] = await su2.query(
         "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%await_job%'", [app]);
@@ -181,7 +181,7 @@ describe('a broken connection', { skip }, () => {
       const s = await c.submit('shop', uniq('k'), 'fa.kill');
       const waiting = c.awaitJob(s.jobId, 5000).catch((x) => x);
       await until(async () => (await su2.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%await_job%'", [app]))[0].n > 0,
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND wait_event_type = 'Extension' AND query LIKE '%await_job%'", [app]))[0].n > 0,
       { what: 'the waiting call' });
       await su2.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%await_job%'", [app]);
       const e = await waiting;

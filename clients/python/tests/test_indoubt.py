@@ -166,7 +166,8 @@ def test_real_connection_loss_is_resent(client, admin):
     th = threading.Thread(target=wait)
     th.start()
     pid = eventually(lambda: admin.one("SELECT pid FROM pg_stat_activity WHERE usename = 'ij_cl_client'"
-                                       " AND state = 'active' AND query LIKE '%idemjob.await_job%'"), timeout=5)
+                                       " AND state = 'active' AND wait_event_type = 'Extension'"
+                                       " AND query LIKE '%idemjob.await_job%'"), timeout=5)
     assert admin.one("SELECT pg_terminate_backend(%s)", pid)
     th.join(15)
     assert out["job"].id == j.job_id and out["job"].state == "pending"
