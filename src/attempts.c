@@ -73,7 +73,7 @@ PG_FUNCTION_INFO_V1(idemjob_abandon_attempts);
 static IjPlan start_fast_insert = {
 	"WITH j AS ("
 	"  UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
-	"  WHERE id OPERATOR(pg_catalog.=) $1"
+	"  WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 6)
 	"  AND state OPERATOR(pg_catalog.=) 'pending'::idemjob.job_state"
 	"  AND (($2::pg_catalog.text IS NULL AND next_provider IS NULL)"
 	"   OR provider OPERATOR(pg_catalog.=) $2)"
@@ -83,7 +83,7 @@ static IjPlan start_fast_insert = {
 	" SELECT $5, $1, j.owner_id, j.attempt_count, j.provider,"
 	" j.version, $3, $4, j.owner_hash FROM j"
 	" RETURNING *",
-	5, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, UUIDOID}, NULL, 0
+	6, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -100,23 +100,23 @@ new_attempt_id(Datum job_id)
 static IjPlan start_lock_job = {
 	"SELECT state::pg_catalog.text, provider, intent, owner_id,"
 	" COALESCE(next_provider, provider) FROM idemjob.jobs"
-	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}, NULL, 0
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2) " FOR UPDATE",
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan start_locked = {
 	"UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" RETURNING owner_id, provider, version, attempt_count, owner_hash",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan find_in_doubt = {
 	"SELECT id, state::pg_catalog.text, provider, worker, started_at, deadline"
 	" FROM idemjob.attempts"
-	" WHERE job_id OPERATOR(pg_catalog.=) $1"
+	" WHERE job_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan insert_attempt = {
@@ -125,12 +125,12 @@ static IjPlan insert_attempt = {
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::idemjob.owner_hash)"
 	" RETURNING *",
 	9, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID,
-	INT4OID}, NULL, 0
+	INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan attempt_row = {
-	"SELECT * FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	"SELECT * FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 #define LOCK_ATTEMPT_COLS(a) \
@@ -142,39 +142,40 @@ static IjPlan attempt_row = {
 static IjPlan lock_attempt = {
 	"SELECT " LOCK_ATTEMPT_COLS("")
 	" FROM idemjob.attempts"
-	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}, NULL, 0
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2) " FOR UPDATE",
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /* the same, with the job's intent, for a result to check against its contract */
 static IjPlan lock_attempt_intent = {
 	"SELECT " LOCK_ATTEMPT_COLS("a.") ", j.intent"
 	" FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id"
-	" WHERE a.id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF a",
-	1, {UUIDOID}, NULL, 0
+	" WHERE a.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("a.", 2) IJ_ROUTE("j.", 2)
+	" FOR UPDATE OF a",
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan release_job = {
 	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state, updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_in_doubt = {
 	"UPDATE idemjob.jobs SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::idemjob.job_state[])",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_failed = {
 	"UPDATE idemjob.jobs SET state = 'failed'::idemjob.job_state,"
 	" version = version OPERATOR(pg_catalog.+) 1, error = $2,"
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
-	2, {UUIDOID, JSONBOID}, NULL, 0
+	3, {UUIDOID, JSONBOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -196,9 +197,10 @@ static IjPlan job_failed = {
 static IjPlan job_retry = {
 	"WITH p AS (SELECT r.max_attempts, r.retry_backoff, r.retry_backoff_max"
 	" FROM idemjob.retry_policies r, idemjob.jobs j"
-	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND r.intent OPERATOR(pg_catalog.=) j.intent),"
+	" WHERE j.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("j.", 6)
+	" AND r.intent OPERATOR(pg_catalog.=) j.intent),"
 	" r AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM idemjob.attempts a"
-	" WHERE a.job_id OPERATOR(pg_catalog.=) $1"
+	" WHERE a.job_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("a.", 6)
 	" AND a.state OPERATOR(pg_catalog.=) 'released'::idemjob.attempt_state)"
 	" UPDATE idemjob.jobs SET"
 	" state = CASE WHEN " RETRY_SPENT " THEN 'failed'::idemjob.job_state"
@@ -216,30 +218,31 @@ static IjPlan job_retry = {
 	RETRY_MS("retry_backoff_max", "$4") ")"
 	" OPERATOR(pg_catalog./) 1000::pg_catalog.float8) END,"
 	" updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 6)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING state::pg_catalog.text, intent,"
 	" run_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
-	5, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID}, NULL, 0
+	6, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /* cancel_attempt: the job is free again, and due at once */
 static IjPlan release_job_now = {
 	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state,"
 	" run_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING intent",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /* a fence: only while the attempt's read version is still current */
 static IjPlan job_fence = {
 	"UPDATE idemjob.jobs SET version = version OPERATOR(pg_catalog.+) 1,"
 	" updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
+	" AND version OPERATOR(pg_catalog.=) $2"
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
-	2, {UUIDOID, INT8OID}, NULL, 0
+	3, {UUIDOID, INT8OID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan set_attempt_state = {
@@ -247,9 +250,9 @@ static IjPlan set_attempt_state = {
 	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END,"
 	" unknown_at = CASE WHEN $2::pg_catalog.text OPERATOR(pg_catalog.=) 'unknown'::pg_catalog.text"
 	" THEN pg_catalog.now() ELSE unknown_at END, lease_until = NULL"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 5)
 	" RETURNING *",
-	4, {UUIDOID, TEXTOID, JSONBOID, BOOLOID}, NULL, 0
+	5, {UUIDOID, TEXTOID, JSONBOID, BOOLOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -279,7 +282,7 @@ static IjPlan expire = {
 	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state"
 	"  RETURNING 1)"
 	" SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x",
-	1, {TEXTOID}, NULL, 0
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 
 bool
@@ -332,9 +335,14 @@ bool
 ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent)
 {
 	bool		isnull;
+	IjPlan	   *plan = with_intent ? &lock_attempt_intent : &lock_attempt;
+	int			n;
 
-	if (ij_exec(with_intent ? &lock_attempt_intent : &lock_attempt, &attempt_id, NULL) == 0 ||
-		!ij_owner_visible(ij_col_nn(0, 8)))
+	a->route = ij_id_route(attempt_id);
+	n = ij_exec_id(plan, attempt_id, a->route);
+	if (n == 0 && ij_reroute(true, attempt_id, &a->route))
+		n = ij_exec_id(plan, attempt_id, a->route);
+	if (n == 0 || !ij_owner_visible(ij_col_nn(0, 8)))
 		return false;
 	a->id = attempt_id;
 	a->job_id = ij_col_nn(0, 1);
@@ -351,9 +359,9 @@ ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent)
 
 /* the job's in-doubt attempt has left doubt: the job is free again */
 void
-ij_release_job(Datum job_id)
+ij_release_job(Datum job_id, int32 route)
 {
-	ij_exec(&release_job, &job_id, NULL);
+	ij_exec_id(&release_job, job_id, route);
 }
 
 /*
@@ -385,9 +393,9 @@ ij_notify_done(Datum job_id)
  * and error are the attempt's.
  */
 void
-ij_job_retry(Datum job_id, Datum provider, Jsonb *error)
+ij_job_retry(Datum job_id, int32 route, Datum provider, Jsonb *error)
 {
-	Datum		args[5];
+	Datum		args[6];
 	char	   *state;
 
 	args[0] = job_id;
@@ -395,6 +403,7 @@ ij_job_retry(Datum job_id, Datum provider, Jsonb *error)
 	args[2] = Float8GetDatum((double) idemjob_retry_backoff_ms);
 	args[3] = Float8GetDatum((double) idemjob_retry_backoff_max_ms);
 	args[4] = JsonbPGetDatum(error);
+	args[5] = Int32GetDatum(route);
 	if (ij_exec(&job_retry, args, NULL) == 0)
 		return;
 	state = TextDatumGetCString(ij_col_nn(0, 1));
@@ -406,14 +415,14 @@ ij_job_retry(Datum job_id, Datum provider, Jsonb *error)
 	if (DatumGetBool(ij_col_nn(0, 3)))
 		ij_notify_due(TextDatumGetCString(ij_col_nn(0, 2)));
 	/* the next attempt goes to the next provider of the intent's route */
-	ij_route_advance(job_id, provider);
+	ij_route_advance(job_id, route, provider);
 }
 
 /* the job's attempt is now unknown: the job is in doubt */
 void
-ij_job_in_doubt(Datum job_id)
+ij_job_in_doubt(Datum job_id, int32 route)
 {
-	ij_exec(&job_in_doubt, &job_id, NULL);
+	ij_exec_id(&job_in_doubt, job_id, route);
 }
 
 static void
@@ -432,12 +441,13 @@ invalid_transition(IjAttempt *a, const char *to, const char *hint)
 static void
 set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
 {
-	Datum		args[4];
+	Datum		args[5];
 
 	args[0] = a->id;
 	args[1] = ij_text_datum(state);
 	args[2] = JsonbPGetDatum(note);
 	args[3] = BoolGetDatum(finished);
+	args[4] = Int32GetDatum(a->route);
 	ij_exec(&set_attempt_state, args, NULL);
 }
 
@@ -457,9 +467,12 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	Datum		args[9];
 	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	Datum		result;
+	int32		route;
+	int			n;
 
 	ij_require(fcinfo, 0, "job_id");
 	job_id = PG_GETARG_DATUM(0);
+	route = ij_id_route(job_id);
 	provider = ij_name_arg(fcinfo, 1, "provider", true);
 	if (!PG_ARGISNULL(2))
 	{
@@ -496,6 +509,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	args[3] = deadline;
 	nulls[3] = timeout ? ' ' : 'n';
 	args[4] = new_attempt_id(job_id);
+	args[5] = Int32GetDatum(route);
 	if (ij_exec(&start_fast_insert, args, nulls) == 1)
 	{
 		/* another owner's job: the error undoes the statement */
@@ -516,8 +530,10 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 		char	   *intent;
 
 		/* not a pending job on its own provider: decide under a row lock */
-		if (ij_exec(&start_lock_job, &job_id, NULL) == 0 ||
-			!ij_owner_visible(ij_col_nn(0, 4)))
+		n = ij_exec_id(&start_lock_job, job_id, route);
+		if (n == 0 && ij_reroute(false, job_id, &route))
+			n = ij_exec_id(&start_lock_job, job_id, route);
+		if (n == 0 || !ij_owner_visible(ij_col_nn(0, 4)))
 			ereport(ERROR,
 					(errcode(ERRCODE_IJ_NOT_FOUND),
 					 errmsg("job %s does not exist", ij_uuid_str(job_id)),
@@ -549,7 +565,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					 ij_errfields("jobs", psprintf("job_id=%s", ij_uuid_str(job_id))),
 					 errhint("Certify the provider with idemjob.certify_provider() after it passes the contract's tests.")));
 
-		if (ij_exec(&find_in_doubt, &job_id, NULL) > 0)
+		if (ij_exec_id(&find_in_doubt, job_id, route) > 0)
 		{
 			bool		wnull;
 			Datum		a_worker = ij_col(0, 4, &wnull);
@@ -563,7 +579,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 				ij_text_eq(a_worker, worker) &&
 				ij_text_eq(ij_col_nn(0, 3), provider))
 			{
-				ij_exec(&attempt_row, &a_id, NULL);
+				ij_exec_id(&attempt_row, a_id, route);
 				result = ij_row_datum(0, fcinfo);
 				ij_finish();
 				PG_RETURN_DATUM(result);
@@ -584,7 +600,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 					 errhint("Wait for its result, or resolve it with idemjob.complete_attempt(), idemjob.fail_attempt() or idemjob.cancel_attempt() before starting another.")));
 		}
 
-		if (ij_exec(&start_locked, &job_id, NULL) != 1)
+		if (ij_exec_id(&start_locked, job_id, route) != 1)
 			elog(ERROR, "locked job %s vanished", ij_uuid_str(job_id));
 	}
 
@@ -631,22 +647,23 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 	ij_confirm_lease(&a, false);
 
 	if (strcmp(a.state, "failed") == 0)
-		ij_exec(&attempt_row, &a.id, NULL);	/* I7 */
+		ij_exec_id(&attempt_row, a.id, a.route);	/* I7 */
 	else if (ij_in_doubt(a.state))
 	{
 		set_state(&a, "failed", error, true);
 		if (retryable)
-			ij_job_retry(a.job_id, a.provider, error);
+			ij_job_retry(a.job_id, a.route, a.provider, error);
 		else
 		{
-			Datum		fargs[2];
+			Datum		fargs[3];
 
 			fargs[0] = a.job_id;
 			fargs[1] = JsonbPGetDatum(error);
+			fargs[2] = Int32GetDatum(a.route);
 			if (ij_exec(&job_failed, fargs, NULL) == 1)
 				ij_notify_done(a.job_id);
 		}
-		ij_exec(&attempt_row, &a.id, NULL);
+		ij_exec_id(&attempt_row, a.id, a.route);
 	}
 	else
 		invalid_transition(&a, "failed",
@@ -679,12 +696,12 @@ idemjob_mark_unknown(PG_FUNCTION_ARGS)
 	ij_confirm_lease(&a, false);
 
 	if (strcmp(a.state, "unknown") == 0)
-		ij_exec(&attempt_row, &a.id, NULL);	/* I7 */
+		ij_exec_id(&attempt_row, a.id, a.route);	/* I7 */
 	else if (strcmp(a.state, "started") == 0)
 	{
 		set_state(&a, "unknown", note, false);
-		ij_job_in_doubt(a.job_id);
-		ij_exec(&attempt_row, &a.id, NULL);
+		ij_job_in_doubt(a.job_id, a.route);
+		ij_exec_id(&attempt_row, a.id, a.route);
 	}
 	else
 		invalid_transition(&a, "unknown",
@@ -706,7 +723,7 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	Jsonb	   *note;
 	bool		fence;
 	Datum		result;
-	Datum		args[2];
+	Datum		args[3];
 
 	ij_require(fcinfo, 0, "attempt_id");
 	ij_require(fcinfo, 1, "reason");
@@ -721,11 +738,11 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	if (ij_in_doubt(a.state))
 	{
 		set_state(&a, "cancelled", note, true);
-		if (ij_exec(&release_job_now, &a.job_id, NULL) == 1)
+		if (ij_exec_id(&release_job_now, a.job_id, a.route) == 1)
 		{
 			ij_notify_due(TextDatumGetCString(ij_col_nn(0, 1)));
 			/* a doubt ended without a result: the route's next provider */
-			ij_route_advance(a.job_id, a.provider);
+			ij_route_advance(a.job_id, a.route, a.provider);
 		}
 	}
 	else if (strcmp(a.state, "cancelled") != 0)
@@ -741,10 +758,11 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	{
 		args[0] = a.job_id;
 		args[1] = Int64GetDatum(a.read_version);
+		args[2] = Int32GetDatum(a.route);
 		ij_exec(&job_fence, args, NULL);
 	}
 
-	ij_exec(&attempt_row, &a.id, NULL);
+	ij_exec_id(&attempt_row, a.id, a.route);
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();
 	PG_RETURN_DATUM(result);
@@ -783,25 +801,25 @@ idemjob_expire_attempts(PG_FUNCTION_ARGS)
 static IjPlan confirm_lease = {
 	"UPDATE idemjob.attempts SET lease_until = NULL,"
 	" deadline = CASE WHEN $2 THEN " BEGIN_DEADLINE("") " ELSE deadline END"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	2, {UUIDOID, BOOLOID}, NULL, 0
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3),
+	3, {UUIDOID, BOOLOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /* the leases that ended unconfirmed: released, their jobs due at once */
-#define RELEASE_SQL(pick) \
+#define RELEASE_SQL(pick, route_x, route_y) \
 	"WITH x AS (" \
 	"  UPDATE idemjob.attempts SET state = 'released'::idemjob.attempt_state," \
 	"  finished_at = pg_catalog.now(), error = pg_catalog.jsonb_build_object(" \
 	"  'code'::pg_catalog.text, 'released'::pg_catalog.text, 'reason'::pg_catalog.text," \
 	"  'not confirmed before its claim lease ended'::pg_catalog.text)" \
-	"  WHERE id OPERATOR(pg_catalog.=) " pick \
+	"  WHERE id OPERATOR(pg_catalog.=) " pick route_x \
 	"  AND state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state" \
 	"  AND lease_until IS NOT NULL" \
 	"  RETURNING job_id)," \
 	" y AS (" \
 	"  UPDATE idemjob.jobs j SET state = 'pending'::idemjob.job_state," \
 	"  run_at = pg_catalog.now(), updated_at = pg_catalog.now()" \
-	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id" \
+	"  FROM x WHERE j.id OPERATOR(pg_catalog.=) x.job_id" route_y \
 	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state" \
 	"  RETURNING j.intent)" \
 	" SELECT (SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x)," \
@@ -813,13 +831,13 @@ static IjPlan release_expired = {
 				"   AND l.lease_until IS NOT NULL"
 				"   AND l.lease_until OPERATOR(pg_catalog.<) pg_catalog.now()"
 				"   AND ($1::pg_catalog.text IS NULL OR l.owner_id OPERATOR(pg_catalog.=) $1)"
-				"   FOR UPDATE SKIP LOCKED))"),
-	1, {TEXTOID}, NULL, 0
+				"   FOR UPDATE SKIP LOCKED))", "", ""),
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 /* one attempt, already locked (abandon_attempts) */
 static IjPlan release_one = {
-	RELEASE_SQL("$1"),
-	1, {UUIDOID}, NULL, 0
+	RELEASE_SQL("$1", IJ_ROUTE("", 2), IJ_ROUTE("j.", 2)),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /* the doubt policy: unknown for longer than the intent allows */
@@ -834,7 +852,7 @@ static IjPlan over_policy = {
 	" AND ($1::pg_catalog.text IS NULL OR a.owner_id OPERATOR(pg_catalog.=) $1)"
 	" ORDER BY a.unknown_at LIMIT 1000"
 	" FOR UPDATE OF a SKIP LOCKED",
-	1, {TEXTOID}, NULL, 0
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -845,18 +863,19 @@ static IjPlan begin_fast = {
 	"UPDATE idemjob.attempts a SET lease_until = NULL,"
 	" deadline = " BEGIN_DEADLINE("a.")
 	" FROM idemjob.jobs j"
-	" WHERE a.id OPERATOR(pg_catalog.=) $1"
+	" WHERE a.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("a.", 2)
 	" AND a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
 	" AND a.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp()"
-	" AND j.id OPERATOR(pg_catalog.=) a.job_id"
+	" AND j.id OPERATOR(pg_catalog.=) a.job_id" IJ_ROUTE("j.", 2)
 	" AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING a.*",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_state = {
-	"SELECT state::pg_catalog.text FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	"SELECT state::pg_catalog.text FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1"
+	IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /* a worker's attempts in flight or in doubt, in a fixed order */
@@ -866,7 +885,7 @@ static IjPlan worker_attempts = {
 	" AND a.state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])"
 	" AND ($2::pg_catalog.text IS NULL OR a.owner_id OPERATOR(pg_catalog.=) $2)"
 	" ORDER BY a.id",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 /* IJ005 for a call that needs a started attempt: "attempt X cannot <verb>" */
@@ -906,7 +925,7 @@ ij_lease_expired(IjAttempt *a)
 void
 ij_confirm_lease(IjAttempt *a, bool shift_deadline)
 {
-	Datum		args[2];
+	Datum		args[3];
 
 	if (strcmp(a->state, "released") == 0 || (a->leased && a->lease_over))
 		ij_lease_expired(a);
@@ -914,6 +933,7 @@ ij_confirm_lease(IjAttempt *a, bool shift_deadline)
 		return;
 	args[0] = a->id;
 	args[1] = BoolGetDatum(shift_deadline);
+	args[2] = Int32GetDatum(a->route);
 	ij_exec(&confirm_lease, args, NULL);
 	a->leased = false;
 }
@@ -953,13 +973,14 @@ static void
 give_up(IjAttempt *a, const char *reason)
 {
 	Jsonb	   *note = ij_note("cancelled", reason);
-	Datum		args[2];
+	Datum		args[3];
 
 	set_state(a, "cancelled", note, true);
 	args[0] = a->job_id;
 	args[1] = Int64GetDatum(a->read_version);
+	args[2] = Int32GetDatum(a->route);
 	ij_exec(&job_fence, args, NULL);
-	ij_job_retry(a->job_id, a->provider, note);
+	ij_job_retry(a->job_id, a->route, a->provider, note);
 }
 
 /* ids of the rows an SPI query returned (column 1), copied */
@@ -1018,7 +1039,7 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 
 	id = PG_GETARG_DATUM(0);
 	ij_connect();
-	if (ij_exec(&begin_fast, &id, NULL) == 1)
+	if (ij_exec_id(&begin_fast, id, ij_id_route(id)) == 1)
 	{
 		/* another owner's attempt: the error undoes the statement */
 		if (!ij_owner_visible(ij_col_nn(0, 3)))
@@ -1029,7 +1050,7 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 	}
 	ij_lock_attempt(id, &a);
 	/* a job that ended meanwhile (cancel_job): nothing to send */
-	if (a.leased && ij_exec(&job_state, &a.job_id, NULL) == 1)
+	if (a.leased && ij_exec_id(&job_state, a.job_id, a.route) == 1)
 	{
 		char	   *state = TextDatumGetCString(ij_col_nn(0, 1));
 
@@ -1045,7 +1066,7 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 	if (strcmp(a.state, "started") != 0)
 		ij_not_started(&a, "begin",
 					   "Only a started attempt is sent; this one has already ended or is in doubt.");
-	ij_exec(&attempt_row, &a.id, NULL);
+	ij_exec_id(&attempt_row, a.id, a.route);
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();
 	PG_RETURN_DATUM(result);
@@ -1089,7 +1110,7 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 			continue;
 		if (a.leased)
 		{
-			ij_exec(&release_one, &a.id, NULL);
+			ij_exec_id(&release_one, a.id, a.route);
 			(void) released();
 		}
 		else
@@ -1147,7 +1168,7 @@ static IjPlan set_policy = {
 	" THEN r.updated_at ELSE pg_catalog.now() END"
 	" RETURNING r.intent, r.max_attempts, r.retry_backoff, r.retry_backoff_max, r.updated_at,"
 	" r.fence_unknown_after",
-	5, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID}, NULL, 0
+	5, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID}, NULL, 0, false, NULL
 };
 
 /* an interval argument that may be NULL, else not negative */

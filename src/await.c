@@ -39,8 +39,8 @@ PG_FUNCTION_INFO_V1(idemjob_await_job);
 #define AWAIT_MAX_DAYS	((int64) 365 * 1000)
 
 static IjPlan job_row = {
-	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -52,8 +52,13 @@ read_job(Datum job_id)
 {
 	TupleDesc	td;
 	HeapTuple	tup;
+	int32		route = ij_id_route(job_id);
+	int			n;
 
-	if (ij_exec(&job_row, &job_id, NULL) == 1)
+	n = ij_exec_id(&job_row, job_id, route);
+	if (n == 0 && ij_reroute(false, job_id, &route))
+		n = ij_exec_id(&job_row, job_id, route);
+	if (n == 1)
 	{
 		td = SPI_tuptable->tupdesc;
 		tup = SPI_tuptable->vals[0];

@@ -140,24 +140,24 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 
 static IjPlan claim_plans[3][2] = {
 	{	/* any intent */
-		{CLAIM_ONE_JOB("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN}
+		{CLAIM_ONE_JOB("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL},
+		{CLAIM_BATCH("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL}
 	},
 	{	/* one intent */
-		{CLAIM_ONE_JOB(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN}
+		{CLAIM_ONE_JOB(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL},
+		{CLAIM_BATCH(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL}
 	},
 	{	/* several intents */
-		{CLAIM_ONE_JOB(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN},
-		{CLAIM_BATCH(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN}
+		{CLAIM_ONE_JOB(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL},
+		{CLAIM_BATCH(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL}
 	}
 };
 
 static IjPlan heartbeat = {
 	"UPDATE idemjob.attempts SET deadline = $2"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" RETURNING *",
-	2, {UUIDOID, TIMESTAMPTZOID}, NULL, 0
+	3, {UUIDOID, TIMESTAMPTZOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static bool
@@ -395,8 +395,8 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 	IJ_ENTRY();
 	IjAttempt	a;
 	Interval   *extend;
-	Datum		args[2];
-	char		nulls[2] = {' ', ' '};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
 	Datum		result;
 
 	ij_require(fcinfo, 0, "attempt_id");
@@ -416,6 +416,7 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 	ij_confirm_lease(&a, false);
 	if (strcmp(a.state, "started") != 0)
 		ij_not_started(&a, "be extended", "Only a started attempt has a deadline to extend.");
+	args[2] = Int32GetDatum(a.route);
 	ij_exec(&heartbeat, args, nulls);
 	result = ij_row_datum(0, fcinfo);
 	ij_finish();

@@ -63,14 +63,15 @@ PG_FUNCTION_INFO_V1(idemjob_complete_attempt);
 static IjPlan cas = {
 	"WITH cas AS ("
 	"  UPDATE idemjob.jobs SET" JOB_WON_SET("$3", "$4")
-	"  WHERE id OPERATOR(pg_catalog.=) $1 AND version OPERATOR(pg_catalog.=) $2"
+	"  WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 5)
+	"  AND version OPERATOR(pg_catalog.=) $2"
 	"  AND completed_by IS NULL"
 	"  RETURNING version)"
 	" UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
 	" finished_at = pg_catalog.now()"
-	" FROM cas WHERE id OPERATOR(pg_catalog.=) $4"
+	" FROM cas WHERE id OPERATOR(pg_catalog.=) $4" IJ_ROUTE("", 5)
 	" RETURNING cas.version",
-	4, {UUIDOID, INT8OID, JSONBOID, UUIDOID}, NULL, 0
+	5, {UUIDOID, INT8OID, JSONBOID, UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -102,20 +103,21 @@ static IjPlan complete_fast = {
 	"  UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
 	"  finished_at = pg_catalog.now(), lease_until = NULL"
 	"  FROM idemjob.jobs j"
-	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1"
+	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("attempts.", 4)
 	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
 	"  AND (attempts.lease_until IS NULL"
 	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp())"
-	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id"
+	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id" IJ_ROUTE("j.", 4)
 	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
 	"  AND j.completed_by IS NULL"
 	"  AND j.intent OPERATOR(pg_catalog.<>) ALL ($3)"
 	"  RETURNING attempts.job_id, attempts.read_version)"
 	" UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
 	" WHERE (id, version) OPERATOR(pg_catalog.=) (SELECT job_id, read_version FROM a)"
+	IJ_ROUTE("", 4)
 	" AND completed_by IS NULL"
 	" RETURNING version, id, owner_id",
-	3, {UUIDOID, JSONBOID, TEXTARRAYOID}, NULL, 0
+	4, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -125,20 +127,20 @@ static IjPlan complete_fast = {
  */
 static IjPlan release_if_free = {
 	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state, updated_at = pg_catalog.now()"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" AND NOT EXISTS (SELECT FROM idemjob.attempts"
-	"  WHERE job_id OPERATOR(pg_catalog.=) $1"
+	"  WHERE job_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	"  AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[]))",
-	1, {UUIDOID}, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan attempt_done = {
 	"UPDATE idemjob.attempts SET state = $2::pg_catalog.text::idemjob.attempt_state,"
 	" finished_at = pg_catalog.now(), result_sha256 = $3,"
 	" error = COALESCE($4, error), dropped_result = $5"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	5, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID}, NULL, 0
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 6),
+	6, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -175,7 +177,7 @@ static IjPlan log_race = {
 	"  THEN t.now OPERATOR(pg_catalog.-) j.completed_at END,"
 	" a.provider, j.intent, j.idempotency_key,"
 	" (SELECT w.provider FROM idemjob.attempts w"
-	"  WHERE w.id OPERATOR(pg_catalog.=) j.completed_by),"
+	"  WHERE w.id OPERATOR(pg_catalog.=) j.completed_by" IJ_ROUTE("w.", 7) "),"
 	" $5,"
 	" CASE WHEN $6 OR j.completed_by IS NOT NULL THEN NULL::pg_catalog.timestamptz"
 	"  WHEN a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state THEN a.finished_at"
@@ -183,9 +185,10 @@ static IjPlan log_race = {
 	" a.owner_hash"
 	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t, idemjob.jobs j, idemjob.attempts a"
 	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) $2"
+	IJ_ROUTE("j.", 7) IJ_ROUTE("a.", 7)
 	" ON CONFLICT DO NOTHING"
 	" RETURNING found_version, winner_attempt_id",
-	6, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID}, NULL, 0
+	7, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -196,12 +199,12 @@ static IjPlan log_race = {
  * version and winner.
  */
 static IjPlan purged_attempt = {
-	"SELECT s.job_id, s.owner_id"
+	"SELECT s.job_id, s.owner_id, s.owner_hash::pg_catalog.int4"
 	" FROM idemjob.spent_keys s"
 	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
 	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
 	" LIMIT 1",
-	1, {UUIDOID}, NULL, 0
+	1, {UUIDOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -236,24 +239,25 @@ static IjPlan log_purged_race = {
 	" LIMIT 1"
 	" ON CONFLICT DO NOTHING"
 	" RETURNING job_id, found_version, winner_attempt_id",
-	4, {UUIDOID, BYTEAOID, INT4OID, JSONBOID}, NULL, 0
+	4, {UUIDOID, BYTEAOID, INT4OID, JSONBOID}, NULL, 0, false, NULL
 };
 
 static IjPlan race_sha = {
-	"SELECT result_sha256 FROM idemjob.race_log WHERE attempt_id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	"SELECT result_sha256 FROM idemjob.race_log WHERE attempt_id OPERATOR(pg_catalog.=) $1"
+	IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_answer = {
 	"SELECT version, result, completed_by FROM idemjob.jobs"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan race_answer = {
 	"SELECT found_version, winner_attempt_id FROM idemjob.race_log"
-	" WHERE attempt_id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	" WHERE attempt_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -306,8 +310,8 @@ static void
 log_dropped(IjAttempt *a, Jsonb *result, bytea *sha, int32 nbytes,
 			bool rejected, Datum *out, bool *outnull)
 {
-	Datum		args[6];
-	char		nulls[6];
+	Datum		args[7];
+	char		nulls[7];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = a->job_id;
@@ -318,10 +322,11 @@ log_dropped(IjAttempt *a, Jsonb *result, bytea *sha, int32 nbytes,
 	args[4] = JsonbPGetDatum(result);
 	nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
 	args[5] = BoolGetDatum(rejected);
+	args[6] = Int32GetDatum(a->route);
 	if (ij_exec(&log_race, args, nulls) == 0)
 	{
 		/* a row for this attempt already (restored): answer from it */
-		if (ij_exec(&race_answer, &a->id, NULL) == 0)
+		if (ij_exec_id(&race_answer, a->id, a->route) == 0)
 			elog(ERROR, "job %s of attempt %s vanished",
 				 ij_uuid_str(a->job_id), ij_uuid_str(a->id));
 	}
@@ -341,8 +346,8 @@ record_loss(IjAttempt *a, Jsonb *result, bool own_loss, Datum *out, bool *outnul
 {
 	int32		nbytes;
 	bytea	   *sha = ij_result_fingerprint(result, &nbytes);
-	Datum		args[5];
-	char		nulls[5];
+	Datum		args[6];
+	char		nulls[6];
 
 	log_dropped(a, result, sha, nbytes, false, out, outnull);
 
@@ -355,12 +360,13 @@ record_loss(IjAttempt *a, Jsonb *result, bool own_loss, Datum *out, bool *outnul
 	/* keep_dropped_results: the losing payload, for compensation */
 	args[4] = JsonbPGetDatum(result);
 	nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+	args[5] = Int32GetDatum(a->route);
 	ij_exec(&attempt_done, args, nulls);
 
 	if (own_loss)
-		ij_exec(&release_if_free, &a->job_id, NULL);
+		ij_exec_id(&release_if_free, a->job_id, a->route);
 	else if (ij_in_doubt(a->state))
-		ij_release_job(a->job_id);
+		ij_release_job(a->job_id, a->route);
 }
 
 static void
@@ -397,10 +403,11 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	a.id = attempt_id;
 	a.job_id = ij_col_nn(0, 1);
 	a.state = "superseded";
+	a.route = DatumGetInt32(ij_col_nn(0, 3));
 	out[1] = a.job_id;
 
 	sha = ij_result_fingerprint(result, &nbytes);
-	if (ij_exec(&race_sha, &attempt_id, NULL) == 0)
+	if (ij_exec_id(&race_sha, attempt_id, a.route) == 0)
 	{
 		memset(nulls, ' ', sizeof(nulls));
 		args[0] = attempt_id;
@@ -423,7 +430,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 		 * deleted the tombstone meanwhile (no such attempt any more).  A
 		 * snapshot that cannot see the other row (REPEATABLE READ) retries.
 		 */
-		if (ij_exec(&race_sha, &attempt_id, NULL) == 0)
+		if (ij_exec_id(&race_sha, attempt_id, a.route) == 0)
 		{
 			if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0)
 				return false;
@@ -436,7 +443,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	}
 	if (!bytea_datum_eq(ij_col_nn(0, 1), sha))
 		already_completed(&a);
-	ij_exec(&race_answer, &attempt_id, NULL);
+	ij_exec_id(&race_answer, attempt_id, a.route);
 	out[2] = ij_col_nn(0, 1);
 	out[3] = ij_col(0, 2, &outnull[3]);
 	return true;
@@ -458,6 +465,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	bool		outnull[4] = {false, false, false, false};
 	Datum		args[9];
 	char		nulls[9];
+	int32		route;
 
 	ij_require(fcinfo, 0, "attempt_id");
 	ij_require(fcinfo, 1, "result");
@@ -468,6 +476,8 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = JsonbPGetDatum(result);
 	args[2] = ij_contract_intents();
+	route = ij_id_route(args[0]);
+	args[3] = Int32GetDatum(route);
 	if (ij_exec(&complete_fast, args, NULL) == 1)
 	{
 		/* another owner's attempt: the error undoes the statement */
@@ -501,7 +511,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		bool		winner_null;
 		Datum		winner;
 
-		ij_exec(&job_answer, &a.job_id, NULL);
+		ij_exec_id(&job_answer, a.job_id, a.route);
 		winner = ij_col(0, 3, &winner_null);
 		if (winner_null || !DatumGetBool(DirectFunctionCall2(uuid_eq, winner, a.id)))
 		{
@@ -530,7 +540,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		if (strcmp(a.state, "superseded") == 0)
 		{
 			outcome = "lost";
-			if (ij_exec(&race_answer, &a.id, NULL) == 1)
+			if (ij_exec_id(&race_answer, a.id, a.route) == 1)
 			{
 				out[2] = ij_col_nn(0, 1);
 				out[3] = ij_col(0, 2, &outnull[3]);
@@ -538,7 +548,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 			else
 			{
 				/* the race log was pruned: answer from the job */
-				ij_exec(&job_answer, &a.job_id, NULL);
+				ij_exec_id(&job_answer, a.job_id, a.route);
 				out[2] = ij_col_nn(0, 1);
 				out[3] = ij_col(0, 3, &outnull[3]);
 			}
@@ -546,7 +556,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		else
 		{
 			outcome = "rejected";
-			ij_exec(&job_answer, &a.job_id, NULL);
+			ij_exec_id(&job_answer, a.job_id, a.route);
 			out[2] = ij_col_nn(0, 1);
 			outnull[3] = true;
 		}
@@ -578,11 +588,12 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		args[4] = JsonbPGetDatum(result);
 		memset(nulls, ' ', sizeof(nulls));
 		nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
+		args[5] = Int32GetDatum(a.route);
 		ij_exec(&attempt_done, args, nulls);
 		/* the retry policy: backoff, or failed at max_attempts */
 		if (ij_in_doubt(a.state))
-			ij_job_retry(a.job_id, a.provider, DatumGetJsonbP(args[3]));
-		ij_exec(&job_answer, &a.job_id, NULL);
+			ij_job_retry(a.job_id, a.route, a.provider, DatumGetJsonbP(args[3]));
+		ij_exec_id(&job_answer, a.job_id, a.route);
 		outcome = "rejected";
 		out[2] = ij_col_nn(0, 1);
 		outnull[3] = true;
@@ -593,6 +604,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 		args[1] = Int64GetDatum(a.read_version);
 		args[2] = JsonbPGetDatum(result);
 		args[3] = a.id;
+		args[4] = Int32GetDatum(a.route);
 		if (ij_exec(&cas, args, NULL) == 1)
 		{
 			outcome = "won";

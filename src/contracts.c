@@ -73,43 +73,43 @@ static Oid	contracts_relid = InvalidOid;
 static IjPlan get_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}, NULL, 0
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 
 /* the intents that have a contract (NULL: none) */
 static IjPlan contract_intents = {
 	"SELECT pg_catalog.array_agg(intent) FROM idemjob.contracts",
-	0, {InvalidOid}, NULL, 0
+	0, {InvalidOid}, NULL, 0, false, NULL
 };
 
 static IjPlan job_intent = {
 	"SELECT intent FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	1, {UUIDOID}, NULL, 0, false, NULL
 };
 
 static IjPlan lock_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {TEXTOID}, NULL, 0
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan insert_contract = {
 	"INSERT INTO idemjob.contracts (intent, version, output_schema)"
 	" VALUES ($1, 1, $2) ON CONFLICT (intent) DO NOTHING RETURNING version",
-	2, {TEXTOID, JSONBOID}, NULL, 0
+	2, {TEXTOID, JSONBOID}, NULL, 0, false, NULL
 };
 
 static IjPlan update_contract = {
 	"UPDATE idemjob.contracts SET version = version OPERATOR(pg_catalog.+) 1,"
 	" output_schema = $2, updated_at = pg_catalog.now()"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 RETURNING version",
-	2, {TEXTOID, JSONBOID}, NULL, 0
+	2, {TEXTOID, JSONBOID}, NULL, 0, false, NULL
 };
 
 static IjPlan current_version = {
 	"SELECT version FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR SHARE",
-	1, {TEXTOID}, NULL, 0
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 
 /* certify: a new row, or a revoked one certified again; else nothing */
@@ -122,21 +122,21 @@ static IjPlan certify_row = {
 	" revoked_at = NULL, revoke_reason = NULL"
 	" WHERE c.revoked_at IS NOT NULL"
 	" RETURNING *",
-	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL, 0
+	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL, 0, false, NULL
 };
 
 static IjPlan certification_row = {
 	"SELECT * FROM idemjob.certifications"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" ORDER BY contract_version DESC LIMIT 1",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan revoke_all = {
 	"UPDATE idemjob.certifications SET revoked_at = pg_catalog.now(), revoke_reason = $3"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" AND revoked_at IS NULL",
-	3, {TEXTOID, TEXTOID, TEXTOID}, NULL, 0
+	3, {TEXTOID, TEXTOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan certified = {
@@ -146,7 +146,7 @@ static IjPlan certified = {
 	" WHERE c.intent OPERATOR(pg_catalog.=) $1 AND c.provider OPERATOR(pg_catalog.=) $2"
 	" AND c.revoked_at IS NULL"
 	" FOR SHARE OF c, k",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static void

@@ -123,7 +123,24 @@ typedef struct IjPlan
 	Oid			argtypes[10];
 	SPIPlanPtr	plan;
 	int			cursor_options; /* e.g. CURSOR_OPT_GENERIC_PLAN; 0: default */
+	bool		routed;			/* prepared from the routed text */
+	const char *sql_unrouted;	/* sql without its IJ_ROUTED parts, once made */
 } IjPlan;
+
+/*
+ * A part of a statement that only the routed layouts run (see
+ * ij_layout_routed): a condition on owner_hash, which makes PostgreSQL read
+ * one partition, and Citus one shard.  On plain tables it is cut out of the
+ * text before the statement is prepared (its parameter stays, unused).
+ */
+#define IJ_ROUTED(sql) " /*routed*/" sql "/*end*/"
+/* IJ_ROUTED: col's owner_hash is parameter n (an int4) */
+#define IJ_ROUTE(col, n) IJ_ROUTED(" AND " col "owner_hash OPERATOR(pg_catalog.=) $" #n)
+extern bool ij_layout_routed(void);
+extern SPIPlanPtr ij_prepared(IjPlan *p);
+extern int	ij_exec_id(IjPlan *p, Datum id, int32 route);
+extern int32 ij_id_route(Datum id);
+extern bool ij_reroute(bool attempt, Datum id, int32 *route);
 
 /* triggers.c: the statement ij_exec() runs does not fire the guards */
 extern const char *guard_skip_text;
@@ -191,14 +208,15 @@ typedef struct IjAttempt
 	bool		leased;			/* started, with a lease not yet confirmed */
 	bool		lease_over;		/* ... and the lease has ended */
 	Datum		provider;		/* the attempt's provider (text) */
+	int32		route;			/* its owner_hash (and its job's) */
 } IjAttempt;
 
 extern void ij_lock_attempt(Datum attempt_id, IjAttempt *a);
 extern void ij_lock_attempt_ex(Datum attempt_id, IjAttempt *a, bool with_intent);
 extern bool ij_try_lock_attempt(Datum attempt_id, IjAttempt *a, bool with_intent);
 extern void ij_attempt_not_found(Datum attempt_id);
-extern void ij_release_job(Datum job_id);
-extern void ij_job_in_doubt(Datum job_id);
+extern void ij_release_job(Datum job_id, int32 route);
+extern void ij_job_in_doubt(Datum job_id, int32 route);
 extern bool ij_in_doubt(const char *attempt_state);
 extern bool ij_job_final(const char *job_state);
 extern void ij_confirm_lease(IjAttempt *a, bool shift_deadline);
@@ -206,7 +224,7 @@ IJ_NORETURN extern void ij_lease_expired(IjAttempt *a);
 IJ_NORETURN extern void ij_not_started(IjAttempt *a, const char *verb, const char *hint);
 
 /* routes.c: failover routed by the server */
-extern void ij_route_advance(Datum job_id, Datum failed_provider);
+extern void ij_route_advance(Datum job_id, int32 route, Datum failed_provider);
 extern void ij_route_forget(const char *intent, const char *provider);
 
 /* commit.c: the race-log fingerprint of a result (SHA-256, bytes) */
@@ -228,7 +246,7 @@ extern void ij_check_spent_key(text *owner_id, text *key, text *intent,
 /* claim.c, sweeper.c (and the retry policy and notifications, attempts.c) */
 extern void ij_sweeper_init(void);
 extern int32 ij_expire_attempts(text *owner);
-extern void ij_job_retry(Datum job_id, Datum provider, Jsonb *error);
+extern void ij_job_retry(Datum job_id, int32 route, Datum provider, Jsonb *error);
 extern void ij_notify_due(const char *intent);
 extern void ij_notify_done(Datum job_id);
 

@@ -43,26 +43,26 @@ static IjPlan insert_job = {
 	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9, $10::idemjob.owner_hash)"
 	" ON CONFLICT ON CONSTRAINT jobs_owner_key DO NOTHING",
 	10, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
-	INT4OID, INT4OID, INT4OID}, NULL, 0
+	INT4OID, INT4OID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan find_job = {
 	"SELECT id, intent, params, provider, state, version, result"
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
-	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2" IJ_ROUTE("", 3),
+	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan lock_job = {
 	"SELECT state::pg_catalog.text, owner_id FROM idemjob.jobs"
-	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {UUIDOID}, NULL, 0
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2) " FOR UPDATE",
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_row = {
-	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan cancel_job = {
@@ -70,9 +70,9 @@ static IjPlan cancel_job = {
 	" version = version OPERATOR(pg_catalog.+) 1,"
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now(),"
 	" cancel_reason = $2"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" RETURNING *",
-	2, {UUIDOID, TEXTOID}, NULL, 0
+	3, {UUIDOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -179,7 +179,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 		Datum		j_intent,
 					j_params,
 					j_provider;
-		Datum		fargs[2];
+		Datum		fargs[3];
 
 		if (ij_exec(&insert_job, args, nulls) == 1)
 		{
@@ -196,6 +196,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 		fargs[0] = args[1];
 		fargs[1] = args[2];
+		fargs[2] = args[9];
 		if (ij_exec(&find_job, fargs, NULL) == 0)
 		{
 			/* the conflicting job was deleted meanwhile: insert again */
@@ -248,19 +249,24 @@ Datum
 idemjob_cancel_job(PG_FUNCTION_ARGS)
 {
 	IJ_ENTRY();
-	Datum		args[2];
+	Datum		args[3];
 	char	   *state;
 	Datum		result;
+	int32		route;
+	int			n;
 
 	ij_require(fcinfo, 0, "job_id");
 	ij_require(fcinfo, 1, "reason");
 	ij_check_payload(PG_GETARG_DATUM(1), "reason");	/* capped as the others are */
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = PG_GETARG_DATUM(1);
+	route = ij_id_route(args[0]);
 
 	ij_connect();
-	if (ij_exec(&lock_job, args, NULL) == 0 ||
-		!ij_owner_visible(ij_col_nn(0, 2)))
+	n = ij_exec_id(&lock_job, args[0], route);
+	if (n == 0 && ij_reroute(false, args[0], &route))
+		n = ij_exec_id(&lock_job, args[0], route);
+	if (n == 0 || !ij_owner_visible(ij_col_nn(0, 2)))
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_NOT_FOUND),
 				 errmsg("job %s does not exist", ij_uuid_str(args[0])),
@@ -268,7 +274,7 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 	state = TextDatumGetCString(ij_col_nn(0, 1));
 
 	if (strcmp(state, "cancelled") == 0)
-		ij_exec(&job_row, args, NULL);	/* I7: the answer as stored */
+		ij_exec_id(&job_row, args[0], route);	/* I7: the answer as stored */
 	else if (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IJ_JOB_FINISHED),
@@ -277,6 +283,7 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 				 ij_errfields("jobs", psprintf("job_id=%s state=%s", ij_uuid_str(args[0]), state))));
 	else
 	{
+		args[2] = Int32GetDatum(route);
 		ij_exec(&cancel_job, args, NULL);
 		ij_notify_done(args[0]);
 	}

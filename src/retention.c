@@ -96,7 +96,7 @@ static IjPlan select_doomed = {
 	" ORDER BY j.completed_at"
 	" LIMIT $2"
 	" FOR UPDATE OF j SKIP LOCKED",
-	3, {INTERVALOID, INT4OID, TEXTOID}, NULL, 0
+	3, {INTERVALOID, INT4OID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan delete_doomed = {
@@ -121,29 +121,29 @@ static IjPlan delete_doomed = {
 	" FROM del d JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 	" AS s(id, sha)"
 	" ON s.id OPERATOR(pg_catalog.=) d.id",
-	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, CURSOR_OPT_GENERIC_PLAN
+	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL
 };
 
 static IjPlan expire_spent_keys = {
 	"DELETE FROM idemjob.spent_keys"
 	" WHERE purged_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)"
 	" AND ($2::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $2)",
-	2, {INTERVALOID, TEXTOID}, NULL, 0
+	2, {INTERVALOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan delete_race_log = {
 	"DELETE FROM idemjob.race_log"
 	" WHERE logged_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)"
 	" AND ($2::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $2)",
-	2, {INTERVALOID, TEXTOID}, NULL, 0
+	2, {INTERVALOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan find_spent_key = {
 	"SELECT request_sha256, job_id, final_state::pg_catalog.text, purged_at"
 	" FROM idemjob.spent_keys"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
-	" AND idempotency_key OPERATOR(pg_catalog.=) $2",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	" AND idempotency_key OPERATOR(pg_catalog.=) $2" IJ_ROUTE("", 3),
+	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static void
@@ -277,7 +277,7 @@ void
 ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 				   Jsonb *params, bool before)
 {
-	Datum		args[2];
+	Datum		args[3];
 	int			ret;
 	bytea	   *stored;
 	bytea	   *sha;
@@ -295,18 +295,10 @@ ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 	if (!spent_keys_has_blocks())
 		return;
 
-	if (find_spent_key.plan == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(find_spent_key.sql, find_spent_key.nargs,
-									   find_spent_key.argtypes);
-
-		if (plan == NULL || SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_prepare failed for \"%s\"", find_spent_key.sql);
-		find_spent_key.plan = plan;
-	}
 	args[0] = PointerGetDatum(owner_id);
 	args[1] = PointerGetDatum(key);
-	ret = SPI_execute_snapshot(find_spent_key.plan, args, NULL,
+	args[2] = Int32GetDatum(ij_owner_hash(owner_id));
+	ret = SPI_execute_snapshot(ij_prepared(&find_spent_key), args, NULL,
 							   GetLatestSnapshot(), InvalidSnapshot,
 							   true, false, 1);
 	if (ret != SPI_OK_SELECT)

@@ -43,15 +43,15 @@ PG_FUNCTION_INFO_V1(idemjob_set_route);
 static IjPlan job_route = {
 	"SELECT j.provider, j.intent, r.providers FROM idemjob.jobs j"
 	" JOIN idemjob.routes r ON r.intent OPERATOR(pg_catalog.=) j.intent"
-	" WHERE j.id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	" WHERE j.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("j.", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
 };
 
 static IjPlan set_next = {
 	"UPDATE idemjob.jobs SET next_provider = $2"
-	" WHERE id OPERATOR(pg_catalog.=) $1"
+	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" AND next_provider IS DISTINCT FROM $2",
-	2, {UUIDOID, TEXTOID}, NULL, 0
+	3, {UUIDOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
 };
 
 /*
@@ -66,7 +66,7 @@ static IjPlan forget = {
 	" OR state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[]))"
 	" AND next_provider IS NOT NULL"
 	" AND ($2::pg_catalog.text IS NULL OR next_provider OPERATOR(pg_catalog.=) $2)",
-	2, {TEXTOID, TEXTOID}, NULL, 0
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
 };
 
 static IjPlan upsert_route = {
@@ -75,7 +75,7 @@ static IjPlan upsert_route = {
 	" updated_at = CASE WHEN r.providers OPERATOR(pg_catalog.=) EXCLUDED.providers"
 	" THEN r.updated_at ELSE pg_catalog.now() END"
 	" RETURNING r.*",
-	2, {TEXTOID, TEXTARRAYOID}, NULL, 0
+	2, {TEXTOID, TEXTARRAYOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -84,7 +84,7 @@ static IjPlan upsert_route = {
  * connected; the job row is locked by the caller's update.
  */
 void
-ij_route_advance(Datum job_id, Datum failed_provider)
+ij_route_advance(Datum job_id, int32 route, Datum failed_provider)
 {
 	char	   *own;
 	char	   *intent;
@@ -96,10 +96,10 @@ ij_route_advance(Datum job_id, Datum failed_provider)
 	int			nseq = 0;
 	int			at = -1;
 	int			i;
-	Datum		args[2];
-	char		nulls[2] = {' ', ' '};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
 
-	if (ij_exec(&job_route, &job_id, NULL) == 0)
+	if (ij_exec_id(&job_route, job_id, route) == 0)
 		return;
 	own = TextDatumGetCString(ij_col_nn(0, 1));
 	intent = TextDatumGetCString(ij_col_nn(0, 2));
@@ -134,6 +134,7 @@ ij_route_advance(Datum job_id, Datum failed_provider)
 			args[0] = job_id;
 			args[1] = strcmp(next, own) == 0 ? (Datum) 0 : ij_text_datum(next);
 			nulls[1] = strcmp(next, own) == 0 ? 'n' : ' ';
+			args[2] = Int32GetDatum(route);
 			ij_exec(&set_next, args, nulls);
 			return;
 		}

@@ -40,6 +40,15 @@
  * are planned as the caller set them.  Only planning pays for this, which
  * a generic plan does once.
  *
+ * A statement on an owner's rows says which owner_hash they have
+ * (IJ_ROUTED, idemjob.h) in the routed layouts, partitioned or Citus
+ * (ij_layout_routed): one partition read, one shard reached.  The callers
+ * take it from the owner, or from the id they were given (which carries
+ * it, docs/scaling.md); an id made before 1.2 carries none, and a call
+ * given one finds nothing where it points, reads the row's own
+ * (ij_reroute) and runs the statement again.  On plain tables the
+ * condition is cut from the text and costs nothing.
+ *
  * SPI keeps MVCC, constraints, foreign keys and the guard triggers intact:
  * the unique constraints, not the C code, are what make a second job or a
  * second in-doubt attempt impossible.
@@ -58,6 +67,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "jit/jit.h"
@@ -65,6 +77,7 @@
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/tuplestore.h"
@@ -173,6 +186,72 @@ ij_relcache_register(void (*fn) (Datum arg, Oid relid))
 	relcache_fns[relcache_nfns++] = fn;
 }
 
+/*
+ * The routed layouts: the per-owner tables partitioned by owner_hash
+ * (idemjob.partitions), or Citus installed (which distributes them by it).
+ * There every statement that reads or changes an owner's rows says which
+ * owner_hash they have (IJ_ROUTED), so that PostgreSQL prunes to one
+ * partition and Citus routes to one shard; on plain tables that condition
+ * would only cost its evaluation, and is left out.  Resolved once per
+ * backend and again after a relcache invalidation of idemjob.jobs (its
+ * DROP, or Citus distributing it).
+ */
+static int	layout_routed = -1;	/* -1: not resolved */
+static Oid	layout_jobs_relid = InvalidOid;
+
+static void
+layout_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == layout_jobs_relid)
+		layout_routed = -1;
+}
+
+bool
+ij_layout_routed(void)
+{
+	static bool callback = false;
+	Oid			nsp;
+
+	if (layout_routed >= 0)
+		return layout_routed == 1;
+	if (!callback)
+	{
+		ij_relcache_register(layout_inval);
+		callback = true;
+	}
+	nsp = get_namespace_oid("idemjob", true);
+	layout_jobs_relid = OidIsValid(nsp) ? get_relname_relid("jobs", nsp) : InvalidOid;
+	layout_routed = (OidIsValid(layout_jobs_relid) &&
+					 get_rel_relkind(layout_jobs_relid) == RELKIND_PARTITIONED_TABLE) ||
+		OidIsValid(get_extension_oid("citus", true));
+	return layout_routed == 1;
+}
+
+/* sql without its IJ_ROUTED parts, in TopMemoryContext */
+static char *
+unrouted_sql(const char *sql)
+{
+	StringInfoData buf;
+	const char *p = sql;
+	const char *start;
+	char	   *result;
+
+	initStringInfo(&buf);
+	while ((start = strstr(p, " /*routed*/")) != NULL)
+	{
+		const char *end = strstr(start, "/*end*/");
+
+		if (end == NULL)
+			elog(ERROR, "unterminated routed part in \"%s\"", sql);
+		appendBinaryStringInfo(&buf, p, start - p);
+		p = end + strlen("/*end*/");
+	}
+	appendStringInfoString(&buf, p);
+	result = MemoryContextStrdup(TopMemoryContext, buf.data);
+	pfree(buf.data);
+	return result;
+}
+
 void
 ij_planner_init(void)
 {
@@ -199,6 +278,46 @@ ij_finish(void)
 }
 
 /*
+ * p's plan, prepared at its first use in this backend from the text for
+ * the layout in place (IJ_ROUTED), and again when the layout changed.
+ */
+SPIPlanPtr
+ij_prepared(IjPlan *p)
+{
+	bool		routed = ij_layout_routed();
+
+	/* prepared for the other layout: prepare it again */
+	if (p->plan != NULL && p->routed != routed)
+	{
+		SPIPlanPtr	old = p->plan;
+
+		p->plan = NULL;
+		SPI_freeplan(old);
+	}
+	if (p->plan == NULL)
+	{
+		const char *sql = p->sql;
+		SPIPlanPtr	plan;
+
+		if (!routed && strstr(sql, " /*routed*/") != NULL)
+		{
+			if (p->sql_unrouted == NULL)
+				p->sql_unrouted = unrouted_sql(p->sql);
+			sql = p->sql_unrouted;
+		}
+		plan = SPI_prepare_cursor(sql, p->nargs, p->argtypes, p->cursor_options);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		p->plan = plan;
+		p->routed = routed;
+	}
+	return p->plan;
+}
+
+/*
  * Execute p with the given parameters and return SPI_processed.
  *
  * Always to completion (tcount 0): a data-modifying statement stopped
@@ -210,18 +329,7 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 {
 	int			ret;
 
-	if (p->plan == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare_cursor(p->sql, p->nargs, p->argtypes,
-												  p->cursor_options);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
-				 p->sql, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed");
-		p->plan = plan;
-	}
+	(void) ij_prepared(p);
 
 	/* the guards skip this statement, and only it (triggers.c) */
 	guard_skip_text = ((CachedPlanSource *)
@@ -232,6 +340,57 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 p->sql, SPI_result_code_string(ret));
 	return (int) SPI_processed;
+}
+
+/* ij_exec() of a statement with two parameters: an id and its owner_hash */
+int
+ij_exec_id(IjPlan *p, Datum id, int32 route)
+{
+	Datum		args[2];
+
+	args[0] = id;
+	args[1] = Int32GetDatum(route);
+	return ij_exec(p, args, NULL);
+}
+
+/* the owner_hash a job or attempt id carries (docs/scaling.md) */
+int32
+ij_id_route(Datum id)
+{
+	return ij_owner_hash_of_id(DatumGetUUIDP(id));
+}
+
+static IjPlan job_route_of = {
+	"SELECT owner_hash::pg_catalog.int4 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}, NULL, 0, false, NULL
+};
+static IjPlan attempt_route_of = {
+	"SELECT owner_hash::pg_catalog.int4 FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}, NULL, 0, false, NULL
+};
+
+/*
+ * A routed statement given an id found no row under *route, the owner_hash
+ * the id carries.  An id made before 1.2 carries none: in a routed layout,
+ * read the row's own owner_hash (from every partition, or every shard) into
+ * *route, and answer true if the statement is worth running again under
+ * it.  False: plain tables (the statement did not look by route), no row
+ * with this id (of a job; attempt: of an attempt), or its owner_hash is
+ * *route already.
+ */
+bool
+ij_reroute(bool attempt, Datum id, int32 *route)
+{
+	int32		found;
+
+	if (!ij_layout_routed() ||
+		ij_exec(attempt ? &attempt_route_of : &job_route_of, &id, NULL) == 0)
+		return false;
+	found = DatumGetInt32(ij_col_nn(0, 1));
+	if (found == *route)
+		return false;
+	*route = found;
+	return true;
 }
 
 /*

@@ -287,17 +287,17 @@ static bool callbacks_registered = false;
 
 static IjPlan job_exists = {
 	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	1, {UUIDOID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_owner = {
 	"SELECT owner_id FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0
+	1, {UUIDOID}, NULL, 0, false, NULL
 };
 
 static IjPlan contract_intent = {
 	"SELECT intent FROM idemjob.contracts WHERE intent OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}, NULL, 0
+	1, {TEXTOID}, NULL, 0, false, NULL
 };
 
 /* how long a restored row waits for its parent table's load to begin */

@@ -2,7 +2,7 @@
 -- ids the functions make carry it, and that the rows hold it
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(21);
+SELECT plan(31);
 
 -- what it is: hash_bytes over the owner's bytes, which is what hashtext()
 -- gives under a deterministic collation
@@ -60,6 +60,54 @@ SELECT is(idemjob.owner_hash((SELECT id FROM t3)), idemjob.owner_hash('01900000-
 	'an attempt id carries its job id''s last 32 bits (for a job made since 1.2, its owner''s hash)');
 SELECT is((SELECT outcome FROM idemjob.complete_attempt((SELECT id FROM t3), '{"ok": 1}')), 'won',
 	'... and its attempt''s result wins');
+
+-- every other call finds a legacy id too, in every layout (in a routed
+-- one, by reading the row's own hash where the id's found nothing)
+SELECT is((SELECT state::text FROM idemjob.job('01900000-0000-7000-8000-00000000cafe')), 'succeeded',
+	'job() reads a job by a legacy id');
+INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, owner_hash)
+VALUES ('01900000-0000-7000-8000-00000000cafd', 'tap-legacy', 'k2', 'charge', '{}', 'default',
+		'tap-legacy'::text);
+CREATE TEMP TABLE t4 AS SELECT id FROM idemjob.start_attempt('01900000-0000-7000-8000-00000000cafd', timeout => '1 hour');
+SELECT isnt((SELECT deadline FROM idemjob.heartbeat((SELECT id FROM t4), '2 hours')), NULL,
+	'heartbeat extends a legacy job''s attempt');
+SELECT is((SELECT state::text FROM idemjob.mark_unknown((SELECT id FROM t4), 'timeout')), 'unknown',
+	'mark_unknown on it');
+SELECT is((SELECT state::text FROM idemjob.jobs WHERE id = '01900000-0000-7000-8000-00000000cafd'), 'in_doubt',
+	'... and its job is in doubt');
+SELECT is((SELECT state::text FROM idemjob.cancel_attempt((SELECT id FROM t4), 'gave up', true)), 'cancelled',
+	'cancel_attempt on it');
+SELECT is((SELECT state::text FROM idemjob.jobs WHERE id = '01900000-0000-7000-8000-00000000cafd'), 'pending',
+	'... and its job is pending again');
+SELECT is((SELECT outcome FROM idemjob.complete_attempt((SELECT id FROM t4), '{"late": 1}')), 'lost',
+	'its late result loses (fenced) ...');
+SELECT is((SELECT count(*)::int FROM idemjob.race_log WHERE attempt_id = (SELECT id FROM t4)), 1,
+	'... and is logged');
+SELECT is((SELECT state::text FROM idemjob.cancel_job('01900000-0000-7000-8000-00000000cafd', 'done')), 'cancelled',
+	'cancel_job by a legacy id');
+
+-- in the partitioned layout, a job's whole life reads and writes its
+-- owner's partitions only (each statement says which owner_hash it looks
+-- under); plain tables: skipped
+SELECT relkind = 'p' AS partitioned FROM pg_class WHERE oid = 'idemjob.jobs'::regclass \gset
+CREATE TEMP TABLE scans_before AS
+SELECT relid, relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd AS n
+FROM pg_stat_xact_all_tables WHERE schemaname = 'idemjob';
+CREATE TEMP TABLE life AS SELECT job_id FROM idemjob.submit('tap-route', 'k1', 'charge', '{}');
+CREATE TEMP TABLE life_a AS SELECT id FROM idemjob.start_attempt((SELECT job_id FROM life));
+CREATE TEMP TABLE life_c AS SELECT outcome FROM idemjob.complete_attempt((SELECT id FROM life_a), '{"ok": 1}');
+CREATE TEMP TABLE life_j AS SELECT state FROM idemjob.job((SELECT job_id FROM life));
+CREATE TEMP TABLE scans_after AS
+SELECT relid, relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd AS n
+FROM pg_stat_xact_all_tables WHERE schemaname = 'idemjob';
+SELECT CASE WHEN :'partitioned' THEN
+	is((SELECT array_agg(DISTINCT substring(a.relname FROM '_p([0-9]+)$'))
+		FROM scans_after a JOIN scans_before b USING (relid)
+		WHERE a.n > b.n AND a.relname ~ '_p[0-9]+$'),
+	   ARRAY[(SELECT substring(tableoid::regclass::text FROM '_p([0-9]+)$')
+			  FROM idemjob.jobs WHERE id = (SELECT job_id FROM life))],
+	   'partitioned: submit, start_attempt, complete_attempt and job() touch one partition number')
+	ELSE skip('plain tables: no partitions') END;
 
 SELECT * FROM finish();
 ROLLBACK;

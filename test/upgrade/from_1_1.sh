@@ -161,6 +161,14 @@ check "... every 1.1 row unchanged on the 1.1 columns, in all 7 tables" $db_part
 check "... a purged key is refused (IJ007), a replay answers created = false" $db_part \
 	"SELECT ij_check.sqlstate(\$\$SELECT idemjob.submit('o1', 'k-purged-1', 'ship', '{\"to\": \"Oslo\"}', 'p1')\$\$) = 'IJ007'
 	    AND NOT (SELECT created FROM idemjob.submit('o1', 'k-scheduled', 'pay', '{\"amount\": 11}', 'p1'))"
+# a 1.1 id carries no owner hash: the routed statements find nothing where
+# it points, and the calls read the row's own hash instead
+check "... a 1.1 job by its id: started, its attempt's result wins, job() reads it, cancel_job refuses it (IJ003)" $db_part \
+	"SELECT (SELECT outcome FROM idemjob.complete_attempt(
+	            (SELECT id FROM idemjob.start_attempt((SELECT id FROM idemjob.jobs WHERE idempotency_key = 'k-scheduled'))),
+	            '{\"ok\": true}')) = 'won'
+	    AND (SELECT state FROM idemjob.job((SELECT id FROM idemjob.jobs WHERE idempotency_key = 'k-scheduled'))) = 'succeeded'
+	    AND ij_check.sqlstate(\$\$SELECT idemjob.cancel_job((SELECT id FROM idemjob.jobs WHERE idempotency_key = 'k-scheduled'), 'x')\$\$) = 'IJ003'"
 check "1.2: the 1.1 race-log rows got intent and key from their jobs, the winner's provider, and the payload an attempt kept" $db \
 	"SELECT count(*) >= 3 AND bool_and(r.intent = j.intent AND r.idempotency_key = j.idempotency_key
 	        AND r.winner_provider IS NOT DISTINCT FROM w.provider
