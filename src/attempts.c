@@ -207,12 +207,12 @@ static IjPlan job_retry = {
 	" ELSE 'pending'::idemjob.job_state END,"
 	" version = CASE WHEN " RETRY_SPENT " THEN version OPERATOR(pg_catalog.+) 1"
 	" ELSE version END,"
-	" completed_at = CASE WHEN " RETRY_SPENT " THEN pg_catalog.now() ELSE completed_at END,"
+	" completed_at = CASE WHEN " RETRY_SPENT " THEN $7 ELSE completed_at END,"
 	" error = CASE WHEN " RETRY_SPENT " THEN pg_catalog.jsonb_build_object("
 	" 'code'::pg_catalog.text, 'max_attempts'::pg_catalog.text, 'last'::pg_catalog.text, $5)"
 	" ELSE error END,"
 	" run_at = CASE WHEN " RETRY_SPENT " THEN run_at"
-	" ELSE pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
+	" ELSE $7 OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
 	" LEAST(" RETRY_MS("retry_backoff", "$3") " OPERATOR(pg_catalog.*) pg_catalog.power(2::pg_catalog.float8,"
 	" LEAST(GREATEST(" RETRY_COUNTED " OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), "
 	RETRY_MS("retry_backoff_max", "$4") ")"
@@ -222,7 +222,7 @@ static IjPlan job_retry = {
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING state::pg_catalog.text, intent,"
 	" run_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
-	6, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID, INT4OID}, NULL, 0, false, NULL
+	7, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /* cancel_attempt: the job is free again, and due at once */
@@ -247,12 +247,12 @@ static IjPlan job_fence = {
 
 static IjPlan set_attempt_state = {
 	"UPDATE idemjob.attempts SET state = $2::pg_catalog.text::idemjob.attempt_state,"
-	" error = $3, finished_at = CASE WHEN $4 THEN pg_catalog.now() ELSE finished_at END,"
+	" error = $3, finished_at = CASE WHEN $4 THEN $6 ELSE finished_at END,"
 	" unknown_at = CASE WHEN $2::pg_catalog.text OPERATOR(pg_catalog.=) 'unknown'::pg_catalog.text"
-	" THEN pg_catalog.now() ELSE unknown_at END, lease_until = NULL"
+	" THEN $6 ELSE unknown_at END, lease_until = NULL"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 5)
 	" RETURNING *",
-	5, {UUIDOID, TEXTOID, JSONBOID, BOOLOID, INT4OID}, NULL, 0, false, NULL
+	6, {UUIDOID, TEXTOID, JSONBOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -395,7 +395,7 @@ ij_notify_done(Datum job_id)
 void
 ij_job_retry(Datum job_id, int32 route, Datum provider, Jsonb *error)
 {
-	Datum		args[6];
+	Datum		args[7];
 	char	   *state;
 
 	args[0] = job_id;
@@ -404,6 +404,7 @@ ij_job_retry(Datum job_id, int32 route, Datum provider, Jsonb *error)
 	args[3] = Float8GetDatum((double) idemjob_retry_backoff_max_ms);
 	args[4] = JsonbPGetDatum(error);
 	args[5] = Int32GetDatum(route);
+	args[6] = IJ_NOW_DATUM();
 	if (ij_exec(&job_retry, args, NULL) == 0)
 		return;
 	state = TextDatumGetCString(ij_col_nn(0, 1));
@@ -441,13 +442,14 @@ invalid_transition(IjAttempt *a, const char *to, const char *hint)
 static void
 set_state(IjAttempt *a, const char *state, Jsonb *note, bool finished)
 {
-	Datum		args[5];
+	Datum		args[6];
 
 	args[0] = a->id;
 	args[1] = ij_text_datum(state);
 	args[2] = JsonbPGetDatum(note);
 	args[3] = BoolGetDatum(finished);
 	args[4] = Int32GetDatum(a->route);
+	args[5] = IJ_NOW_DATUM();
 	ij_exec(&set_attempt_state, args, NULL);
 }
 
@@ -792,17 +794,17 @@ idemjob_expire_attempts(PG_FUNCTION_ARGS)
  * whole timeout again from now.  Unchanged, lease_until is the only column
  * the confirmation changes, and no index has it: a HOT update.
  */
-#define BEGIN_DEADLINE(a) \
-	"CASE WHEN " a "deadline OPERATOR(pg_catalog.<) pg_catalog.now()" \
-	" THEN pg_catalog.now() OPERATOR(pg_catalog.+)" \
+#define BEGIN_DEADLINE(a, now) \
+	"CASE WHEN " a "deadline OPERATOR(pg_catalog.<) " now \
+	" THEN " now " OPERATOR(pg_catalog.+)" \
 	" (" a "deadline OPERATOR(pg_catalog.-) " a "started_at)" \
 	" ELSE " a "deadline END"
 
 static IjPlan confirm_lease = {
 	"UPDATE idemjob.attempts SET lease_until = NULL,"
-	" deadline = CASE WHEN $2 THEN " BEGIN_DEADLINE("") " ELSE deadline END"
+	" deadline = CASE WHEN $2 THEN " BEGIN_DEADLINE("", "$4") " ELSE deadline END"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3),
-	3, {UUIDOID, BOOLOID, INT4OID}, NULL, 0, false, NULL
+	4, {UUIDOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /* the leases that ended unconfirmed: released, their jobs due at once */
@@ -861,15 +863,15 @@ static IjPlan over_policy = {
  */
 static IjPlan begin_fast = {
 	"UPDATE idemjob.attempts a SET lease_until = NULL,"
-	" deadline = " BEGIN_DEADLINE("a.")
+	" deadline = " BEGIN_DEADLINE("a.", "$4")
 	" FROM idemjob.jobs j"
 	" WHERE a.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("a.", 2)
 	" AND a.state OPERATOR(pg_catalog.=) 'started'::idemjob.attempt_state"
-	" AND a.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp()"
+	" AND a.lease_until OPERATOR(pg_catalog.>=) $3"
 	" AND j.id OPERATOR(pg_catalog.=) a.job_id" IJ_ROUTE("j.", 2)
 	" AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING a.*",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	4, {UUIDOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 static IjPlan job_state = {
@@ -925,7 +927,7 @@ ij_lease_expired(IjAttempt *a)
 void
 ij_confirm_lease(IjAttempt *a, bool shift_deadline)
 {
-	Datum		args[3];
+	Datum		args[4];
 
 	if (strcmp(a->state, "released") == 0 || (a->leased && a->lease_over))
 		ij_lease_expired(a);
@@ -934,6 +936,7 @@ ij_confirm_lease(IjAttempt *a, bool shift_deadline)
 	args[0] = a->id;
 	args[1] = BoolGetDatum(shift_deadline);
 	args[2] = Int32GetDatum(a->route);
+	args[3] = IJ_NOW_DATUM();
 	ij_exec(&confirm_lease, args, NULL);
 	a->leased = false;
 }
@@ -1034,12 +1037,18 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 	IjAttempt	a;
 	Datum		id;
 	Datum		result;
+	Datum		args[4];
 
 	ij_require(fcinfo, 0, "attempt_id");
 
 	id = PG_GETARG_DATUM(0);
 	ij_connect();
-	if (ij_exec_id(&begin_fast, id, ij_id_route(id)) == 1)
+	args[0] = id;
+	args[1] = Int32GetDatum(ij_id_route(id));
+	/* the clock as a value: Citus refuses a volatile function in the WHERE of an UPDATE */
+	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	args[3] = IJ_NOW_DATUM();
+	if (ij_exec(&begin_fast, args, NULL) == 1)
 	{
 		/* another owner's attempt: the error undoes the statement */
 		if (!ij_owner_visible(ij_col_nn(0, 3)))

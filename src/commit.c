@@ -43,6 +43,7 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 
 #include "idemjob.h"
 
@@ -106,7 +107,7 @@ static IjPlan complete_fast = {
 	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("attempts.", 4)
 	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
 	"  AND (attempts.lease_until IS NULL"
-	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp())"
+	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) $5)"
 	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id" IJ_ROUTE("j.", 4)
 	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
 	"  AND j.completed_by IS NULL"
@@ -117,7 +118,7 @@ static IjPlan complete_fast = {
 	IJ_ROUTE("", 4)
 	" AND completed_by IS NULL"
 	" RETURNING version, id, owner_id",
-	4, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID}, NULL, 0, false, NULL
+	5, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -183,12 +184,12 @@ static IjPlan log_race = {
 	"  WHEN a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state THEN a.finished_at"
 	"  ELSE COALESCE(j.completed_at, j.updated_at) END,"
 	" a.owner_hash"
-	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t, idemjob.jobs j, idemjob.attempts a"
+	" FROM (SELECT $8 AS now) t, idemjob.jobs j, idemjob.attempts a"
 	" WHERE j.id OPERATOR(pg_catalog.=) $1 AND a.id OPERATOR(pg_catalog.=) $2"
 	IJ_ROUTE("j.", 7) IJ_ROUTE("a.", 7)
 	" ON CONFLICT DO NOTHING"
 	" RETURNING found_version, winner_attempt_id",
-	7, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID, INT4OID}, NULL, 0, false, NULL
+	8, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -231,7 +232,7 @@ static IjPlan log_purged_race = {
 	" CASE WHEN " TOMB("winner_attempt_id") " IS NULL"
 	"  THEN COALESCE(" TOMB("cancelled_at") "::pg_catalog.timestamptz, s.completed_at) END,"
 	" s.owner_hash"
-	" FROM (SELECT pg_catalog.clock_timestamp() AS now) t,"
+	" FROM (SELECT $5 AS now) t,"
 	" idemjob.spent_keys s, pg_catalog.jsonb_array_elements(s.open_attempts) e"
 	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
 	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
@@ -239,7 +240,7 @@ static IjPlan log_purged_race = {
 	" LIMIT 1"
 	" ON CONFLICT DO NOTHING"
 	" RETURNING job_id, found_version, winner_attempt_id",
-	4, {UUIDOID, BYTEAOID, INT4OID, JSONBOID}, NULL, 0, false, NULL
+	5, {UUIDOID, BYTEAOID, INT4OID, JSONBOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 static IjPlan race_sha = {
@@ -310,8 +311,8 @@ static void
 log_dropped(IjAttempt *a, Jsonb *result, bytea *sha, int32 nbytes,
 			bool rejected, Datum *out, bool *outnull)
 {
-	Datum		args[7];
-	char		nulls[7];
+	Datum		args[8];
+	char		nulls[8];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = a->job_id;
@@ -323,6 +324,7 @@ log_dropped(IjAttempt *a, Jsonb *result, bytea *sha, int32 nbytes,
 	nulls[4] = idemjob_keep_dropped_results ? ' ' : 'n';
 	args[5] = BoolGetDatum(rejected);
 	args[6] = Int32GetDatum(a->route);
+	args[7] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (ij_exec(&log_race, args, nulls) == 0)
 	{
 		/* a row for this attempt already (restored): answer from it */
@@ -394,8 +396,8 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	IjAttempt	a;
 	int32		nbytes;
 	bytea	   *sha;
-	Datum		args[4];
-	char		nulls[4];
+	Datum		args[5];
+	char		nulls[5];
 
 	if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0 ||
 		!ij_owner_visible(ij_col_nn(0, 2)))
@@ -415,6 +417,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 		args[2] = Int32GetDatum(nbytes);
 		args[3] = JsonbPGetDatum(result);
 		nulls[3] = idemjob_keep_dropped_results ? ' ' : 'n';
+		args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 		if (ij_exec(&log_purged_race, args, nulls) == 1)
 		{
 			out[1] = ij_col_nn(0, 1);
@@ -478,6 +481,8 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	args[2] = ij_contract_intents();
 	route = ij_id_route(args[0]);
 	args[3] = Int32GetDatum(route);
+	/* the clock as a value: Citus refuses a volatile function in the WHERE of an UPDATE */
+	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (ij_exec(&complete_fast, args, NULL) == 1)
 	{
 		/* another owner's attempt: the error undoes the statement */

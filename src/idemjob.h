@@ -137,6 +137,11 @@ typedef struct IjPlan
 /* IJ_ROUTED: col's owner_hash is parameter n (an int4) */
 #define IJ_ROUTE(col, n) IJ_ROUTED(" AND " col "owner_hash OPERATOR(pg_catalog.=) $" #n)
 extern bool ij_layout_routed(void);
+/*
+ * now() as a parameter, where a statement would call it inside CASE or
+ * COALESCE: Citus refuses a function that is not immutable there
+ */
+#define IJ_NOW_DATUM() TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())
 extern SPIPlanPtr ij_prepared(IjPlan *p);
 extern int	ij_exec_id(IjPlan *p, Datum id, int32 route);
 extern int32 ij_id_route(Datum id);

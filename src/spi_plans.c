@@ -196,24 +196,28 @@ ij_relcache_register(void (*fn) (Datum arg, Oid relid))
  * backend and again after a relcache invalidation of idemjob.jobs (its
  * DROP, or Citus distributing it).
  */
-static int	layout_routed = -1;	/* -1: not resolved */
+#define LAYOUT_UNKNOWN -1
+#define LAYOUT_PLAIN 0
+#define LAYOUT_PARTITIONED 1
+#define LAYOUT_CITUS 2
+static int	layout = LAYOUT_UNKNOWN;
 static Oid	layout_jobs_relid = InvalidOid;
 
 static void
 layout_inval(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == layout_jobs_relid)
-		layout_routed = -1;
+		layout = LAYOUT_UNKNOWN;
 }
 
-bool
-ij_layout_routed(void)
+static int
+current_layout(void)
 {
 	static bool callback = false;
 	Oid			nsp;
 
-	if (layout_routed >= 0)
-		return layout_routed == 1;
+	if (layout != LAYOUT_UNKNOWN)
+		return layout;
 	if (!callback)
 	{
 		ij_relcache_register(layout_inval);
@@ -221,10 +225,20 @@ ij_layout_routed(void)
 	}
 	nsp = get_namespace_oid("idemjob", true);
 	layout_jobs_relid = OidIsValid(nsp) ? get_relname_relid("jobs", nsp) : InvalidOid;
-	layout_routed = (OidIsValid(layout_jobs_relid) &&
-					 get_rel_relkind(layout_jobs_relid) == RELKIND_PARTITIONED_TABLE) ||
-		OidIsValid(get_extension_oid("citus", true));
-	return layout_routed == 1;
+	if (OidIsValid(get_extension_oid("citus", true)))
+		layout = LAYOUT_CITUS;
+	else if (OidIsValid(layout_jobs_relid) &&
+			 get_rel_relkind(layout_jobs_relid) == RELKIND_PARTITIONED_TABLE)
+		layout = LAYOUT_PARTITIONED;
+	else
+		layout = LAYOUT_PLAIN;
+	return layout;
+}
+
+bool
+ij_layout_routed(void)
+{
+	return current_layout() != LAYOUT_PLAIN;
 }
 
 /* sql without its IJ_ROUTED parts, in TopMemoryContext */
@@ -305,7 +319,19 @@ ij_prepared(IjPlan *p)
 				p->sql_unrouted = unrouted_sql(p->sql);
 			sql = p->sql_unrouted;
 		}
-		plan = SPI_prepare_cursor(sql, p->nargs, p->argtypes, p->cursor_options);
+		/*
+		 * Partitioned: a custom plan prunes to the one partition at planning,
+		 * which the plan cache prices below the generic plan (priced over
+		 * every partition) and so makes again at every call, at the cost of
+		 * planning over the partitions each time.  The generic plan prunes
+		 * at executor start, to the same partition.  Not under Citus, which
+		 * routes a statement by the values of its parameters.
+		 */
+		plan = SPI_prepare_cursor(sql, p->nargs, p->argtypes,
+								  p->cursor_options |
+								  (routed && current_layout() == LAYOUT_PARTITIONED &&
+								   strstr(sql, " /*routed*/") != NULL ?
+								   CURSOR_OPT_GENERIC_PLAN : 0));
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
 				 sql, SPI_result_code_string(SPI_result));
