@@ -851,6 +851,152 @@ END
 $partition$;
 
 --
+-- Citus (docs/scaling.md#citus): with the citus extension in the database
+-- while this script runs, and no partitions, jobs, attempts, race_log and
+-- spent_keys stay plain tables here with owner_hash added last to every
+-- unique key and index, and attempts' foreign key on (job_id,
+-- owner_hash): Citus distributes a table only by a column every one of its
+-- keys holds, and idemjob.distribute() distributes these four by
+-- owner_hash.  Each node runs this script (Citus sends CREATE EXTENSION
+-- and ALTER EXTENSION to every node), each on its own tables.
+--
+DO $keyed$
+DECLARE
+	tabs CONSTANT pg_catalog.text[] := '{jobs,attempts,race_log,spent_keys}';
+	t pg_catalog.text;
+	r record;
+BEGIN
+	IF COALESCE(pg_catalog.current_setting('idemjob.partitions', true), '0')::pg_catalog.int4
+			OPERATOR(pg_catalog.<>) 0
+		OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension
+					   WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+		RETURN;
+	END IF;
+	SET LOCAL search_path = pg_catalog, pg_temp;
+	ALTER TABLE idemjob.attempts DROP CONSTRAINT attempts_job_id_fkey;
+	FOREACH t IN ARRAY tabs LOOP
+		FOR r IN SELECT co.conname, pg_catalog.pg_get_constraintdef(co.oid) AS def
+				 FROM pg_catalog.pg_constraint co
+				 WHERE co.conrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
+				   AND co.contype OPERATOR(pg_catalog.=) ANY ('{p,u}'::pg_catalog."char"[])
+				 ORDER BY co.contype DESC, co.conname LOOP
+			EXECUTE pg_catalog.format('ALTER TABLE idemjob.%I DROP CONSTRAINT %I', t, r.conname);
+			EXECUTE pg_catalog.format('ALTER TABLE idemjob.%I ADD CONSTRAINT %I %s',
+				t, r.conname, pg_catalog.regexp_replace(r.def, '\)$', ', owner_hash)'));
+		END LOOP;
+		FOR r IN SELECT x.indexrelid::pg_catalog.regclass::pg_catalog.text AS name,
+					pg_catalog.regexp_replace(pg_catalog.pg_get_indexdef(x.indexrelid),
+						'USING (\w+) \(([^)]*)\)', 'USING \1 (\2, owner_hash)') AS def
+				 FROM pg_catalog.pg_index x
+				 WHERE x.indrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass
+				   AND x.indisunique
+				   AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint co
+								   WHERE co.conindid OPERATOR(pg_catalog.=) x.indexrelid)
+				 ORDER BY x.indexrelid LOOP
+			EXECUTE pg_catalog.format('DROP INDEX %s', r.name);
+			EXECUTE r.def;
+		END LOOP;
+	END LOOP;
+	ALTER TABLE idemjob.attempts ADD CONSTRAINT attempts_job_id_fkey
+		FOREIGN KEY (job_id, owner_hash) REFERENCES idemjob.jobs (id, owner_hash) ON DELETE CASCADE;
+END
+$keyed$;
+
+--
+-- idemjob.distribute(): on a Citus coordinator, the per-owner tables
+-- distributed by owner_hash and co-located, the others made reference
+-- tables (on every node), and the calls given an owner or an id sent whole
+-- to the node that holds its rows (docs/scaling.md#citus).  Once per
+-- database; a second call changes nothing.
+--
+CREATE FUNCTION idemjob.distribute(shard_count pg_catalog.int4 DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $distribute$
+DECLARE
+	refs CONSTANT pg_catalog.text[] :=
+		'{contracts,certifications,capabilities,owner_bindings,retry_policies,routes}';
+	tabs CONSTANT pg_catalog.text[] := '{jobs,attempts,race_log,spent_keys}';
+	-- each call and the argument whose node it runs on
+	calls CONSTANT pg_catalog.text[] := ARRAY[
+		'idemjob.submit(text,text,text,jsonb,text,timestamptz,int4,int4)', 'owner_id',
+		'idemjob.job(uuid)', 'job_id',
+		'idemjob.await_job(uuid,interval)', 'job_id',
+		'idemjob.start_attempt(uuid,text,interval,text)', 'job_id',
+		'idemjob.cancel_job(uuid,text)', 'job_id',
+		'idemjob.complete_attempt(uuid,jsonb)', 'attempt_id',
+		'idemjob.fail_attempt(uuid,jsonb,boolean)', 'attempt_id',
+		'idemjob.mark_unknown(uuid,text)', 'attempt_id',
+		'idemjob.cancel_attempt(uuid,text,boolean)', 'attempt_id',
+		'idemjob.heartbeat(uuid,interval)', 'attempt_id',
+		'idemjob.begin_attempt(uuid)', 'attempt_id'];
+	t pg_catalog.text;
+	i pg_catalog.int4;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+		RAISE EXCEPTION 'idemjob.distribute() needs Citus'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'The citus extension is not installed in this database.',
+				  HINT = 'CREATE EXTENSION citus, then CREATE EXTENSION idemjob, on the coordinator.';
+	END IF;
+	IF NOT pg_catalog.citus_is_coordinator() THEN
+		RAISE EXCEPTION 'idemjob.distribute() runs on the coordinator'
+			USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
+	-- a delegated call runs its statements on its own shards, in its own
+	-- transaction; without local execution each would be another
+	-- connection to this very node, which cannot see what the call wrote
+	IF pg_catalog.current_setting('citus.enable_local_execution') OPERATOR(pg_catalog.<>) 'on' THEN
+		RAISE EXCEPTION 'idemjob.distribute() needs citus.enable_local_execution = on'
+			USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
+	IF (SELECT pg_catalog.cardinality(co.conkey) FROM pg_catalog.pg_constraint co
+		WHERE co.conrelid OPERATOR(pg_catalog.=) 'idemjob.jobs'::pg_catalog.regclass
+		  AND co.conname OPERATOR(pg_catalog.=) 'jobs_pkey') OPERATOR(pg_catalog.<>) 2 THEN
+		RAISE EXCEPTION 'the keys of idemjob''s tables do not hold owner_hash'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'idemjob was installed, or updated to 1.2, before Citus was installed in this database.',
+				  HINT = 'Dump the database, create it again with CREATE EXTENSION citus before CREATE EXTENSION idemjob, and restore (docs/scaling.md#citus).';
+	END IF;
+
+	-- the guards go with each table to its shards
+	PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+	-- a reference table's referencing tables stay as they are until their
+	-- own turn (Citus would make them local tables of the coordinator)
+	PERFORM pg_catalog.set_config('citus.enable_local_reference_table_foreign_keys', 'off', true);
+	FOREACH t IN ARRAY refs LOOP
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+					   WHERE p.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass) THEN
+			PERFORM pg_catalog.create_reference_table(pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass);
+		END IF;
+	END LOOP;
+	FOREACH t IN ARRAY tabs LOOP
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+					   WHERE p.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass) THEN
+			IF t OPERATOR(pg_catalog.=) 'jobs' THEN
+				PERFORM pg_catalog.create_distributed_table('idemjob.jobs'::pg_catalog.regclass, 'owner_hash',
+					shard_count => COALESCE(shard_count,
+						pg_catalog.current_setting('citus.shard_count')::pg_catalog.int4));
+			ELSE
+				PERFORM pg_catalog.create_distributed_table(pg_catalog.format('idemjob.%I', t)::pg_catalog.regclass,
+					'owner_hash', colocate_with => 'idemjob.jobs');
+			END IF;
+		END IF;
+	END LOOP;
+	-- an owner's text, or an id, is cast to the owner_hash it names
+	-- (owner_hash(text), owner_hash(uuid)) and hashed as the column is
+	FOR i IN 1 .. pg_catalog.array_length(calls, 1) BY 2 LOOP
+		PERFORM pg_catalog.create_distributed_function(calls[i]::pg_catalog.regprocedure,
+			calls[i OPERATOR(pg_catalog.+) 1], colocate_with => 'idemjob.jobs');
+	END LOOP;
+END
+$distribute$;
+REVOKE ALL ON FUNCTION idemjob.distribute(pg_catalog.int4) FROM PUBLIC;
+COMMENT ON FUNCTION idemjob.distribute(pg_catalog.int4) IS
+'On a Citus coordinator: distribute the per-owner tables by owner_hash, make the others reference tables, and send each call given an owner or an id to the node that holds its rows';
+
+--
 -- Rights: exactly what the security model says.  Default privileges of the
 -- installing role (ALTER DEFAULT PRIVILEGES), grants made by hand and
 -- column-level grants are taken back from every role but the owner; then
