@@ -7,7 +7,9 @@
 # Debian's packages, builds and installs the extension (-Wall -Wextra
 # -Werror), starts a cluster owned by the postgres user, and runs:
 #   pg_regress suites and isolation specs (make installcheck), pgTAP,
-#   the JSON-Schema-Test-Suite, the hostile-input battery, the client
+#   the same in the partitioned layout, idemjob distributed on a Citus
+#   cluster (Citus built once per machine and cached), the
+#   JSON-Schema-Test-Suite, the hostile-input battery, the client
 #   examples and the client packages' own suites, the Prometheus
 #   exporter on the monitoring queries, and the short versions
 #   of the soak, the pooler run, the TAP tests (crash, failover, sweeper,
@@ -46,6 +48,7 @@ ij_stage "docs: every relative link leads to a file and heading" python3 test/do
 ij_stage "pgTAP (pg_prove)" ij_pgtap
 ij_stage "dump and restore (pg_dump -Fp | psql, pg_dump -Fc + pg_restore)" bash test/dump/run.sh
 ij_stage "partitioned layout, idemjob.partitions = 4 (pg_regress, isolation, pgTAP, dump and restore)" partitioned_layout
+ij_stage "Citus: a coordinator and 2 workers, idemjob distributed (guarantees, one shard per call)" bash test/citus/run.sh 5750
 ij_stage "upgrade from 1.0 (ALTER EXTENSION UPDATE, whole suite on the result)" bash test/upgrade/run.sh
 ij_stage "upgrade from 1.1 (rights left by a DBA, whole suite on the result)" bash test/upgrade/from_1_1.sh
 ij_stage "JSON-Schema-Test-Suite (draft 2020-12)" json_schema_suite

@@ -1,0 +1,178 @@
+#!/bin/bash
+# test/citus/run.sh [BASEPORT]: idemjob distributed on a real Citus cluster
+# (docs/scaling.md#citus).  Installs Citus from the cache (building it from
+# ../shared/vendor/citus on a miss, test/citus/lib.sh), starts a
+# coordinator and two workers with idemjob preloaded, creates the extension
+# on the coordinator (Citus creates it on the workers) and distributes it,
+# then checks through the coordinator:
+#   - what idemjob.distribute() made: four tables distributed by owner_hash
+#     in one co-location group, six reference tables, eleven calls
+#     delegated by their owner or id; a second call changes nothing;
+#   - the guarantees, each call in its own transaction as a client sends
+#     it: a double click, the same key with other input (IJ001), an attempt
+#     in doubt blocking the next (IJ002), a timeout made unknown and still
+#     blocking, a late result after a fence lost and logged, a result sent
+#     again (I7), a finished job (IJ003), a spent key (IJ001), await_job;
+#   - that each call reaches one node, and there one shard group only (the
+#     statements Citus runs, as citus.log_remote_commands and
+#     citus.log_local_commands report them), with no two-phase commit.
+# Prints one ok/FAIL line per check and exits non-zero on any failure.
+#
+# IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
+# Debian's postgresql-$PG_MAJOR (idemjob must be installed there).
+
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/citus/lib.sh
+set +e
+PG_BIN=${IJ_CITUS_BIN:-$PG_BIN}
+label=citus
+passed=0
+failed=0
+. test/checks.sh
+
+base=${1:-5750}
+ij_citus_install "$PG_BIN/pg_config" || die "could not install Citus"
+IJ_CITUS_PRELOAD=idemjob IJ_CITUS_DB=idemjob_citus ij_citus_start "$base" 2 || die "could not start the cluster"
+workers=("${IJ_CITUS_PORTS[@]:1}")
+db=idemjob_citus
+export PGOPTIONS="-c client_min_messages=warning"
+
+q -d $db -c "CREATE EXTENSION idemjob" -c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null ||
+	die "CREATE EXTENSION idemjob; SELECT idemjob.distribute() failed"
+
+ij_log "what distribute() made"
+check "jobs, attempts, race_log, spent_keys: distributed by owner_hash, 8 shards each, one co-location group" $db \
+	"SELECT count(*) = 4 AND count(DISTINCT colocationid) = 1
+	        AND bool_and(partmethod = 'h' AND column_to_column_name(logicalrelid, partkey) = 'owner_hash')
+	        AND bool_and((SELECT count(*) FROM pg_dist_shard s WHERE s.logicalrelid = p.logicalrelid) = 8)
+	 FROM pg_dist_partition p
+	 WHERE logicalrelid IN ('idemjob.jobs'::regclass, 'idemjob.attempts'::regclass,
+	                        'idemjob.race_log'::regclass, 'idemjob.spent_keys'::regclass)"
+check "contracts, certifications, capabilities, owner_bindings, retry_policies, routes: reference tables" $db \
+	"SELECT count(*) = 6 AND bool_and(partmethod = 'n' AND repmodel = 't')
+	 FROM pg_dist_partition
+	 WHERE logicalrelid::text IN ('idemjob.contracts', 'idemjob.certifications', 'idemjob.capabilities',
+	                              'idemjob.owner_bindings', 'idemjob.retry_policies', 'idemjob.routes')"
+check "eleven calls delegated by their owner or id argument, co-located with jobs" $db \
+	"SELECT count(*) = 11 AND bool_and(o.colocationid = (SELECT colocationid FROM pg_dist_partition
+	                                                     WHERE logicalrelid = 'idemjob.jobs'::regclass))
+	        AND bool_and(p.proargnames[o.distribution_argument_index + 1] IN ('owner_id', 'job_id', 'attempt_id'))
+	 FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
+	 WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'idemjob'::regnamespace
+	   AND o.distribution_argument_index IS NOT NULL"
+if out=$(q -d $db -c "SELECT idemjob.distribute(shard_count => 8)" 2>&1); then
+	ok "distribute() again: no error"
+else
+	not_ok "distribute() again: no error" "$out"
+fi
+for port in "${workers[@]}"; do
+	check "worker $port: idemjob $(q -d $db -p "$port" -c "SELECT extversion FROM pg_extension WHERE extname = 'idemjob'"), its shards carry the guards" $db \
+		"SET citus.override_table_visibility = off;
+		 SELECT count(*) > 0 AND bool_and(tgenabled = 'O')
+		 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+		 WHERE c.relnamespace = 'idemjob'::regnamespace AND c.relname ~ '^jobs_[0-9]+$' AND NOT t.tgisinternal" -p "$port"
+done
+
+ij_log "the guarantees, one call per transaction"
+# (each call alone in its statement, SELECT ... FROM idemjob.f(...): what
+# Citus sends whole to the node of its shard, docs/scaling.md#citus)
+# call SQL: the one value it answers, or "ERROR:  SQLSTATE"
+call() { q -d $db -c '\set VERBOSITY sqlstate' -c "$1" 2>&1; }
+expect() {	# expect NAME SQL WANT
+	local out
+	out=$(call "$2")
+	if [ "$out" = "$3" ]; then ok "$1"; else not_ok "$1" "want: $3"$'\n'"got:  $out"; fi
+}
+j=$(call "SELECT job_id FROM idemjob.submit('alice', 'order-1', 'charge', '{\"amount\": 5}')")
+expect "double click: the second submit answers the same job, created = false" \
+	"SELECT job_id = '$j' AND NOT created FROM idemjob.submit('alice', 'order-1', 'charge', '{\"amount\": 5}')" t
+expect "the same key with other params: IJ001" \
+	"SELECT 1 FROM idemjob.submit('alice', 'order-1', 'charge', '{\"amount\": 6}')" "ERROR:  IJ001"
+check "one job for the key, in the shard of its owner's hash" $db \
+	"SELECT count(*) = 1 AND bool_and(owner_hash = idemjob.owner_hash('alice'::text)
+	        AND idemjob.owner_hash(id) = owner_hash)
+	 FROM idemjob.jobs WHERE owner_id = 'alice' AND idempotency_key = 'order-1'"
+a1=$(call "SELECT id FROM idemjob.start_attempt('$j', timeout => '1 hour')")
+expect "an attempt started, a second start_attempt: IJ002" "SELECT 1 FROM idemjob.start_attempt('$j')" "ERROR:  IJ002"
+expect "a timeout makes it unknown, not failed" "SELECT state FROM idemjob.mark_unknown('$a1', 'timeout')" unknown
+expect "... and the job in doubt" "SELECT state FROM idemjob.job('$j')" in_doubt
+expect "... which still blocks a new attempt: IJ002" "SELECT 1 FROM idemjob.start_attempt('$j')" "ERROR:  IJ002"
+expect "cancelled and fenced" "SELECT state FROM idemjob.cancel_attempt('$a1', 'given up', fence => true)" cancelled
+expect "... the job pending again" "SELECT state FROM idemjob.job('$j')" pending
+a2=$(call "SELECT id FROM idemjob.start_attempt('$j', timeout => '1 hour')")
+expect "the second attempt extends its deadline" "SELECT state FROM idemjob.heartbeat('$a2', '2 hours')" started
+check "... by two hours" $db "SELECT deadline > now() + interval '90 minutes' FROM idemjob.attempts WHERE id = '$a2'"
+expect "its result wins" "SELECT outcome FROM idemjob.complete_attempt('$a2', '{\"ok\": 2}')" won
+expect "the first attempt's late result loses (reverse order)" \
+	"SELECT outcome FROM idemjob.complete_attempt('$a1', '{\"ok\": 1}')" lost
+expect "... and is logged for the DBA" \
+	"SELECT reason FROM idemjob.race_log WHERE attempt_id = '$a1'" slot_taken
+expect "the winner's result sent again: the same answer (I7)" \
+	"SELECT winner_attempt_id FROM idemjob.complete_attempt('$a2', '{\"ok\": 2}')" "$a2"
+expect "... another result for it: IJ001" \
+	"SELECT 1 FROM idemjob.complete_attempt('$a2', '{\"ok\": 3}')" "ERROR:  IJ001"
+expect "a finished job refuses a new attempt: IJ003" "SELECT 1 FROM idemjob.start_attempt('$j')" "ERROR:  IJ003"
+expect "... and cancel_job: IJ003" "SELECT 1 FROM idemjob.cancel_job('$j', 'late')" "ERROR:  IJ003"
+expect "await_job answers a final job at once" "SELECT state FROM idemjob.await_job('$j', '5 seconds')" succeeded
+j2=$(call "SELECT job_id FROM idemjob.submit('bob', 'order-1', 'charge', '{}')")
+a3=$(call "SELECT id FROM idemjob.start_attempt('$j2')")
+expect "another owner: a failed attempt" \
+	"SELECT state FROM idemjob.fail_attempt('$a3', '{\"code\": \"declined\"}', false)" failed
+expect "... not retryable: the job failed" "SELECT state FROM idemjob.job('$j2')" failed
+# a spent key, as a restore brings it: its rows are in spent_keys' shards
+# only, and the coordinator's table is an empty shell (the 1.1 bug: the
+# look-up was skipped while the table had no block)
+q -d $db -c "INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_sha256, job_id,
+	             final_state, completed_at, purged_at, owner_hash)
+	         VALUES ('carol', 'spent-1', decode(repeat('00', 32), 'hex'), idemjob.uuid_v7(), 'succeeded', now(), now(), 'carol'::text)" >/dev/null ||
+	not_ok "a spent key inserted as a restore would"
+expect "a spent key never starts a job again (IJ001 for another request)" \
+	"SELECT 1 FROM idemjob.submit('carol', 'spent-1', 'charge', '{}')" "ERROR:  IJ001"
+
+ij_log "one node, one shard group per call"
+# the statements each call runs, as the nodes log them: the coordinator
+# sends the call (citus.log_remote_commands), the worker runs its
+# statements on its own shards (citus.log_local_commands, relayed)
+for port in "${IJ_CITUS_PORTS[@]}"; do
+	q -d $db -p "$port" -c "ALTER SYSTEM SET citus.log_local_commands = on" \
+		-c "ALTER SYSTEM SET citus.log_remote_commands = on" -c "SELECT pg_reload_conf()" >/dev/null
+done
+sleep 1
+tx0=$(q -d $db -c "SELECT count(*) FROM pg_dist_transaction")
+traced() {	# traced NAME SQL: the call reaches one node, and one shard group there
+	local out remote shards groups
+	out=$(PGOPTIONS="-c client_min_messages=notice" q -d $db -c "$2" 2>&1 >/dev/null)
+	remote=$(grep -c "issuing " <<<"$out")
+	shards=$(grep -oE "idemjob\.[a-z_]+_[0-9]{6,}" <<<"$out" | grep -oE "[0-9]+$" | sort -u | paste -sd, -)
+	if [ -z "$shards" ]; then
+		not_ok "$1: one node, one shard group" "no shard in the log:"$'\n'"$out"
+		return
+	fi
+	groups=$(q -d $db -c "SELECT count(DISTINCT shardminvalue) FROM pg_dist_shard WHERE shardid IN ($shards)")
+	if [ "$remote" = 1 ] && [ "$groups" = 1 ]; then
+		ok "$1: sent whole to one node, its statements on shards $shards (one group)"
+	else
+		not_ok "$1: one node, one shard group" "$remote commands sent, shards $shards in $groups groups:"$'\n'"$out"
+	fi
+}
+traced "submit" "SELECT job_id FROM idemjob.submit('dave', 'order-9', 'charge', '{}')"
+j3=$(call "SELECT job_id FROM idemjob.submit('dave', 'order-9', 'charge', '{}')")
+traced "submit, replayed" "SELECT job_id FROM idemjob.submit('dave', 'order-9', 'charge', '{}')"
+traced "start_attempt" "SELECT id FROM idemjob.start_attempt('$j3', timeout => '1 hour')"
+a4=$(q -d $db -c "SELECT id FROM idemjob.attempts WHERE job_id = '$j3'")
+traced "heartbeat" "SELECT state FROM idemjob.heartbeat('$a4', '1 hour')"
+traced "mark_unknown" "SELECT state FROM idemjob.mark_unknown('$a4', 'timeout')"
+traced "complete_attempt" "SELECT outcome FROM idemjob.complete_attempt('$a4', '{\"ok\": 1}')"
+traced "job" "SELECT state FROM idemjob.job('$j3')"
+traced "await_job" "SELECT state FROM idemjob.await_job('$j3', '1 second')"
+tx1=$(q -d $db -c "SELECT count(*) FROM pg_dist_transaction")
+if [ "$tx0" = "$tx1" ]; then
+	ok "no two-phase commit (pg_dist_transaction: $tx1 rows before and after)"
+else
+	not_ok "no two-phase commit" "pg_dist_transaction: $tx0 rows before, $tx1 after"
+fi
+
+ij_citus_stop
+echo "$label: $passed checks passed, $failed failed"
+[ "$failed" = 0 ]
