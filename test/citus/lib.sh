@@ -143,6 +143,7 @@ ij_citus_start() {
 	IJ_CITUS_DIR=$(mktemp -d /tmp/idemjob-citus.XXXXXX)
 	chown postgres: "$IJ_CITUS_DIR" 2>/dev/null || true
 	chmod 755 "$IJ_CITUS_DIR"
+	trap ij_citus_stop EXIT
 	IJ_CITUS_PORTS=()
 	for ((i = 0; i <= nworkers; i++)); do
 		port=$((base + i))
@@ -170,9 +171,12 @@ CONF
 		} >"$IJ_CITUS_DIR/n$i/pg_hba.conf.new"
 		mv "$IJ_CITUS_DIR/n$i/pg_hba.conf.new" "$IJ_CITUS_DIR/n$i/pg_hba.conf"
 		chown postgres: "$IJ_CITUS_DIR/n$i/pg_hba.conf" 2>/dev/null || true
-		ij_as_postgres "$bin/pg_ctl" -D "$IJ_CITUS_DIR/n$i" -l "$IJ_CITUS_DIR/n$i.log" -w start >/dev/null
+		if ! ij_as_postgres "$bin/pg_ctl" -D "$IJ_CITUS_DIR/n$i" -l "$IJ_CITUS_DIR/n$i.log" -w start >/dev/null; then
+			echo "node $i (port $port) did not start:" >&2
+			tail -20 "$IJ_CITUS_DIR/n$i.log" >&2
+			return 1
+		fi
 	done
-	trap ij_citus_stop EXIT
 	export PGHOST=$IJ_CITUS_DIR PGPORT=$base PGUSER=postgres PGDATABASE=$db
 	for port in "${IJ_CITUS_PORTS[@]}"; do
 		if [ "$db" != postgres ]; then
