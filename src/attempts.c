@@ -188,40 +188,45 @@ static IjPlan job_failed = {
  * once, in the CTE.  Released attempts (never sent) are not counted, in
  * max_attempts or in the backoff.
  */
-#define RETRY_COUNTED "(attempt_count OPERATOR(pg_catalog.-) (SELECT r.n FROM r))"
-#define RETRY_SPENT RETRY_COUNTED " OPERATOR(pg_catalog.>=)" \
-	" COALESCE(max_attempts, (SELECT p.max_attempts FROM p), $2)"
+#define RETRY_COUNTED "(j.attempt_count OPERATOR(pg_catalog.-) r.n)"
 #define RETRY_MS(col, setting) \
-	"COALESCE((SELECT pg_catalog.date_part('epoch'::pg_catalog.text, p." col ")" \
-	" OPERATOR(pg_catalog.*) 1000::pg_catalog.float8 FROM p), " setting ")"
+	"COALESCE(pg_catalog.date_part('epoch'::pg_catalog.text, p." col ")" \
+	" OPERATOR(pg_catalog.*) 1000::pg_catalog.float8, " setting ")"
+#define RETRY_V(col) "(SELECT v." col " FROM v)"
+/*
+ * v holds the decision and the values it writes, so that the UPDATE's
+ * CASEs only read them: Citus refuses a CASE that calls a function which
+ * is not immutable (timestamptz + interval, jsonb_build_object).
+ */
 static IjPlan job_retry = {
-	"WITH p AS (SELECT r.max_attempts, r.retry_backoff, r.retry_backoff_max"
-	" FROM idemjob.retry_policies r, idemjob.jobs j"
-	" WHERE j.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("j.", 6)
-	" AND r.intent OPERATOR(pg_catalog.=) j.intent),"
-	" r AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM idemjob.attempts a"
+	"WITH r AS (SELECT pg_catalog.count(*)::pg_catalog.int4 AS n FROM idemjob.attempts a"
 	" WHERE a.job_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("a.", 6)
-	" AND a.state OPERATOR(pg_catalog.=) 'released'::idemjob.attempt_state)"
-	" UPDATE idemjob.jobs SET"
-	" state = CASE WHEN " RETRY_SPENT " THEN 'failed'::idemjob.job_state"
-	" ELSE 'pending'::idemjob.job_state END,"
-	" version = CASE WHEN " RETRY_SPENT " THEN version OPERATOR(pg_catalog.+) 1"
-	" ELSE version END,"
-	" completed_at = CASE WHEN " RETRY_SPENT " THEN $7 ELSE completed_at END,"
-	" error = CASE WHEN " RETRY_SPENT " THEN pg_catalog.jsonb_build_object("
-	" 'code'::pg_catalog.text, 'max_attempts'::pg_catalog.text, 'last'::pg_catalog.text, $5)"
-	" ELSE error END,"
-	" run_at = CASE WHEN " RETRY_SPENT " THEN run_at"
-	" ELSE $7 OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
+	" AND a.state OPERATOR(pg_catalog.=) 'released'::idemjob.attempt_state),"
+	" v AS (SELECT " RETRY_COUNTED " OPERATOR(pg_catalog.>=)"
+	" COALESCE(j.max_attempts, p.max_attempts, $2) AS spent,"
+	" $7 OPERATOR(pg_catalog.+) pg_catalog.make_interval(0, 0, 0, 0, 0, 0,"
 	" LEAST(" RETRY_MS("retry_backoff", "$3") " OPERATOR(pg_catalog.*) pg_catalog.power(2::pg_catalog.float8,"
 	" LEAST(GREATEST(" RETRY_COUNTED " OPERATOR(pg_catalog.-) 1, 0), 60)::pg_catalog.float8), "
 	RETRY_MS("retry_backoff_max", "$4") ")"
-	" OPERATOR(pg_catalog./) 1000::pg_catalog.float8) END,"
+	" OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS retry_at,"
+	" pg_catalog.jsonb_build_object('code'::pg_catalog.text, 'max_attempts'::pg_catalog.text,"
+	" 'last'::pg_catalog.text, $5) AS spent_error"
+	" FROM idemjob.jobs j CROSS JOIN r"
+	" LEFT JOIN idemjob.retry_policies p ON p.intent OPERATOR(pg_catalog.=) j.intent"
+	" WHERE j.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("j.", 6) ")"
+	" UPDATE idemjob.jobs SET"
+	" state = CASE WHEN " RETRY_V("spent") " THEN 'failed'::idemjob.job_state"
+	" ELSE 'pending'::idemjob.job_state END,"
+	" version = CASE WHEN " RETRY_V("spent") " THEN version OPERATOR(pg_catalog.+) 1"
+	" ELSE version END,"
+	" completed_at = CASE WHEN " RETRY_V("spent") " THEN $7 ELSE completed_at END,"
+	" error = CASE WHEN " RETRY_V("spent") " THEN " RETRY_V("spent_error") " ELSE error END,"
+	" run_at = CASE WHEN " RETRY_V("spent") " THEN run_at ELSE " RETRY_V("retry_at") " END,"
 	" updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 6)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
-	" RETURNING state::pg_catalog.text, intent,"
-	" run_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
+	" RETURNING state OPERATOR(pg_catalog.=) 'failed'::idemjob.job_state, intent,"
+	" run_at OPERATOR(pg_catalog.<=) $7",
 	7, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
@@ -396,7 +401,6 @@ void
 ij_job_retry(Datum job_id, int32 route, Datum provider, Jsonb *error)
 {
 	Datum		args[7];
-	char	   *state;
 
 	args[0] = job_id;
 	args[1] = Int32GetDatum(idemjob_max_attempts);
@@ -407,8 +411,8 @@ ij_job_retry(Datum job_id, int32 route, Datum provider, Jsonb *error)
 	args[6] = IJ_NOW_DATUM();
 	if (ij_exec(&job_retry, args, NULL) == 0)
 		return;
-	state = TextDatumGetCString(ij_col_nn(0, 1));
-	if (strcmp(state, "failed") == 0)
+	/* failed: the job's last attempt was spent */
+	if (DatumGetBool(ij_col_nn(0, 1)))
 	{
 		ij_notify_done(job_id);
 		return;
@@ -960,9 +964,9 @@ released(void)
 }
 
 static int32
-release_leases(Datum *owner, const char *nulls)
+release_leases(const IjShardGroup *group, Datum *owner, const char *nulls)
 {
-	ij_exec(&release_expired, owner, nulls);
+	ij_exec_on(&release_expired, group, owner, nulls);
 	return released();
 }
 
@@ -1004,9 +1008,9 @@ result_ids(int n)
 }
 
 static int32
-fence_by_policy(Datum *owner, const char *nulls)
+fence_by_policy(const IjShardGroup *group, Datum *owner, const char *nulls)
 {
-	int			n = ij_exec(&over_policy, owner, nulls);
+	int			n = ij_exec_on(&over_policy, group, owner, nulls);
 	Datum	   *ids = result_ids(n);
 	int			i;
 	int32		done = 0;
@@ -1100,6 +1104,9 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 	int			n;
 	int			i;
 	int32		done = 0;
+	IjShardGroup *groups;
+	int			ngroups;
+	int			g;
 
 	args[0] = PointerGetDatum(ij_name_arg(fcinfo, 0, "worker", false));
 	owner = ij_bound_owner();
@@ -1107,24 +1114,29 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 	nulls[1] = owner ? ' ' : 'n';
 
 	ij_connect();
-	n = ij_exec(&worker_attempts, args, nulls);
-	ids = result_ids(n);
-	for (i = 0; i < n; i++)
+	/* the tables (-1), or under Citus each of this node's shard groups */
+	ngroups = ij_local_shard_groups(&groups);
+	for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
 	{
-		IjAttempt	a;
-
-		CHECK_FOR_INTERRUPTS();
-		/* each under its lock: a result may have come in meanwhile */
-		if (!ij_try_lock_attempt(ids[i], &a, false) || !ij_in_doubt(a.state))
-			continue;
-		if (a.leased)
+		n = ij_exec_on(&worker_attempts, g < 0 ? NULL : &groups[g], args, nulls);
+		ids = result_ids(n);
+		for (i = 0; i < n; i++)
 		{
-			ij_exec_id(&release_one, a.id, a.route);
-			(void) released();
+			IjAttempt	a;
+
+			CHECK_FOR_INTERRUPTS();
+			/* each under its lock: a result may have come in meanwhile */
+			if (!ij_try_lock_attempt(ids[i], &a, false) || !ij_in_doubt(a.state))
+				continue;
+			if (a.leased)
+			{
+				ij_exec_id(&release_one, a.id, a.route);
+				(void) released();
+			}
+			else
+				give_up(&a, "abandoned by its worker");
+			done++;
 		}
-		else
-			give_up(&a, "abandoned by its worker");
-		done++;
 	}
 	ij_finish();
 	PG_RETURN_INT32(done);
@@ -1140,17 +1152,28 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 int32
 ij_expire_attempts(text *owner)
 {
-	int32		released;
-	int32		expired;
-	int32		fenced;
+	int32		released = 0;
+	int32		expired = 0;
+	int32		fenced = 0;
 	Datum		arg = PointerGetDatum(owner);
 	const char *nulls = owner ? NULL : "n";
+	IjShardGroup *groups;
+	int			ngroups;
+	int			g;
 
 	ij_connect();
-	released = release_leases(&arg, nulls);
-	ij_exec(&expire, &arg, nulls);
-	expired = DatumGetInt32(ij_col_nn(0, 1));
-	fenced = fence_by_policy(&arg, nulls);
+	/* the tables (-1), or under Citus each of this node's shard groups */
+	ngroups = ij_local_shard_groups(&groups);
+	for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
+	{
+		const IjShardGroup *group = g < 0 ? NULL : &groups[g];
+
+		CHECK_FOR_INTERRUPTS();
+		released += release_leases(group, &arg, nulls);
+		ij_exec_on(&expire, group, &arg, nulls);
+		expired += DatumGetInt32(ij_col_nn(0, 1));
+		fenced += fence_by_policy(group, &arg, nulls);
+	}
 	ij_finish();
 	ij_log_pass(IJ_LOG_SWEEPER, released, expired, fenced);
 	return released + expired + fenced;
@@ -1174,10 +1197,10 @@ static IjPlan set_policy = {
 	" fence_unknown_after = EXCLUDED.fence_unknown_after,"
 	" updated_at = CASE WHEN " SAME("max_attempts") " AND " SAME("retry_backoff")
 	" AND " SAME("retry_backoff_max") " AND " SAME("fence_unknown_after")
-	" THEN r.updated_at ELSE pg_catalog.now() END"
+	" THEN r.updated_at ELSE $6 END"
 	" RETURNING r.intent, r.max_attempts, r.retry_backoff, r.retry_backoff_max, r.updated_at,"
 	" r.fence_unknown_after",
-	5, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID}, NULL, 0, false, NULL
+	6, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /* an interval argument that may be NULL, else not negative */
@@ -1201,8 +1224,8 @@ Datum
 idemjob_set_retry_policy(PG_FUNCTION_ARGS)
 {
 	IJ_ENTRY();
-	Datum		args[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	Datum		result;
 	int			i;
 
@@ -1239,6 +1262,8 @@ idemjob_set_retry_policy(PG_FUNCTION_ARGS)
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 
+	args[5] = IJ_NOW_DATUM();
+	nulls[5] = ' ';
 	ij_connect();
 	ij_exec(&set_policy, args, nulls);
 	result = ij_row_datum(0, fcinfo);

@@ -60,6 +60,9 @@
 PG_FUNCTION_INFO_V1(idemjob_claim);
 PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 
+static int	claim_here(IjPlan *plan, const IjShardGroup *groups, int ngroups,
+					   Datum *args, const char *nulls, Tuplestorestate *ts, int32 max_jobs);
+
 #define CLAIM_MAX_JOBS	1000
 #define CLAIM_POLL_MS	50
 
@@ -267,7 +270,8 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	bool		lease;
 	IjPlan	   *plan;
 	int			n;
-	int			i;
+	IjShardGroup *groups;
+	int			ngroups;
 
 	/* arguments first: 22004, then 22023 */
 	ij_require(fcinfo, 0, "worker");
@@ -342,6 +346,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	nulls[7] = lease ? ' ' : 'n';
 
 	ij_connect();
+	ngroups = ij_local_shard_groups(&groups);
 	for (;;)
 	{
 		TimestampTz base;
@@ -362,10 +367,9 @@ idemjob_claim(PG_FUNCTION_ARGS)
 		args[7] = lease ? TimestampTzGetDatum(TimestampTzPlusMilliseconds(base, idemjob_claim_lease_ms))
 			: (Datum) 0;
 
-		n = ij_exec_in_order(plan, args, nulls);
+		n = claim_here(plan, groups, ngroups, args, nulls, ts, max_jobs);
 		if (n > 0 || wait_us == 0)
 			break;
-		SPI_freetuptable(SPI_tuptable);
 
 		clock = GetCurrentTimestamp();
 		if (clock >= wait_end)
@@ -378,12 +382,52 @@ idemjob_claim(PG_FUNCTION_ARGS)
 		ij_check_client();
 	}
 
-	/* the tuplestore copies each row out of SPI memory */
-	for (i = 0; i < n; i++)
-		tuplestore_puttuple(ts, SPI_tuptable->vals[i]);
 	ij_finish();
 
 	return (Datum) 0;
+}
+
+/*
+ * Claim on the tables (ngroups < 0), or, under Citus, on this node's shard
+ * groups in turn, each asked for what the groups before it left of
+ * max_jobs ($4), from a group one further on at each call so that no
+ * group's jobs wait behind another's: the claim order holds within a shard
+ * group, not across them (docs/scaling.md#citus).  The rows go to ts (the
+ * tuplestore copies them out of SPI memory); returns how many.
+ */
+static int
+claim_here(IjPlan *plan, const IjShardGroup *groups, int ngroups,
+		   Datum *args, const char *nulls, Tuplestorestate *ts, int32 max_jobs)
+{
+	static int	next_group = 0;
+	int			total = 0;
+	int			g;
+	int			i;
+
+	if (ngroups < 0)
+	{
+		total = ij_exec_in_order(plan, NULL, args, nulls);
+		for (i = 0; i < total; i++)
+			tuplestore_puttuple(ts, SPI_tuptable->vals[i]);
+		SPI_freetuptable(SPI_tuptable);
+		return total;
+	}
+	for (g = 0; g < ngroups && total < max_jobs; g++)
+	{
+		const IjShardGroup *group = &groups[(next_group + g) % ngroups];
+		int			n;
+
+		CHECK_FOR_INTERRUPTS();
+		args[3] = Int32GetDatum(max_jobs - total);
+		n = ij_exec_in_order(plan, group, args, nulls);
+		for (i = 0; i < n; i++)
+			tuplestore_puttuple(ts, SPI_tuptable->vals[i]);
+		SPI_freetuptable(SPI_tuptable);
+		total += n;
+	}
+	if (ngroups > 0)
+		next_group = (next_group + 1) % ngroups;
+	return total;
 }
 
 /*

@@ -141,7 +141,8 @@ extern bool ij_layout_routed(void);
  * now() as a parameter, where a statement would call it inside CASE or
  * COALESCE: Citus refuses a function that is not immutable there
  */
-#define IJ_NOW_DATUM() TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())
+extern Datum ij_now_datum(void);
+#define IJ_NOW_DATUM() ij_now_datum()
 extern SPIPlanPtr ij_prepared(IjPlan *p);
 extern int	ij_exec_id(IjPlan *p, Datum id, int32 route);
 extern int32 ij_id_route(Datum id);
@@ -156,7 +157,15 @@ extern void ij_planner_init(void);
 extern void ij_connect(void);
 extern void ij_finish(void);
 extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);
-extern int	ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls);
+/* Citus: a node's shards of jobs, attempts, race_log and spent_keys */
+#define IJ_SHARD_TABLES 4
+typedef struct IjShardGroup
+{
+	char	   *names[IJ_SHARD_TABLES];	/* qualified: idemjob.jobs_102008 */
+} IjShardGroup;
+extern int	ij_local_shard_groups(IjShardGroup **groups);
+extern int	ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
+extern int	ij_exec_in_order(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
 extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
 extern TupleDesc ij_result_tupdesc(FunctionCallInfo fcinfo);

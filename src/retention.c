@@ -377,6 +377,9 @@ idemjob_purge(PG_FUNCTION_ARGS)
 	int			chunk;
 	Datum	   *ids;
 	Datum	   *shas;
+	IjShardGroup *groups;
+	int			ngroups;
+	int			g;
 
 	older_than = interval_arg(fcinfo, 0, "older_than");
 	ij_require(fcinfo, 1, "max_jobs");
@@ -396,50 +399,57 @@ idemjob_purge(PG_FUNCTION_ARGS)
 	 * without, in one.
 	 */
 	chunk = idemjob_purge_pause_ms > 0 ? Min(max_jobs, PURGE_CHUNK) : max_jobs;
-	for (;;)
+	/* the tables (-1), or under Citus each of this node's shard groups */
+	ngroups = ij_local_shard_groups(&groups);
+	for (g = ngroups < 0 ? -1 : 0; (g < ngroups || g < 0) && purged < max_jobs; g++)
 	{
-		int			want = Min(chunk, max_jobs - purged);
+		const IjShardGroup *group = g < 0 ? NULL : &groups[g];
 
-		CHECK_FOR_INTERRUPTS();
-		args[0] = older_than;
-		args[1] = Int32GetDatum(want);
-		args[2] = PointerGetDatum(bound);
-		nulls[0] = ' ';
-		nulls[1] = ' ';
-		nulls[2] = bound ? ' ' : 'n';
-		n = ij_exec(&select_doomed, args, nulls);
-		if (n == 0)
-			break;
-
-		ids = palloc(n * sizeof(Datum));
-		shas = palloc(n * sizeof(Datum));
-		for (i = 0; i < n; i++)
+		for (;;)
 		{
-			CHECK_FOR_INTERRUPTS();
-			ids[i] = ij_col_nn(i, 1);
-			shas[i] = PointerGetDatum(
-				ij_request_sha256(DatumGetTextPP(ij_col_nn(i, 2)),
-								  DatumGetTextPP(ij_col_nn(i, 3)),
-								  DatumGetJsonbP(ij_col_nn(i, 4))));
-		}
-		args[0] = PointerGetDatum(construct_array(ids, n, UUIDOID,
-												  UUID_LEN, false,
-												  TYPALIGN_CHAR));
-		args[1] = PointerGetDatum(construct_array(shas, n, BYTEAOID,
-												  -1, false, TYPALIGN_INT));
-		/* the arrays hold copies: a chunk's rows go before the next */
-		SPI_freetuptable(SPI_tuptable);
-		pfree(ids);
-		pfree(shas);
-		purged += ij_exec(&delete_doomed, args, NULL);
-		pfree(DatumGetPointer(args[0]));
-		pfree(DatumGetPointer(args[1]));
-		if (n < want || purged >= max_jobs)
-			break;
+			int			want = Min(chunk, max_jobs - purged);
 
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 idemjob_purge_pause_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			args[0] = older_than;
+			args[1] = Int32GetDatum(want);
+			args[2] = PointerGetDatum(bound);
+			nulls[0] = ' ';
+			nulls[1] = ' ';
+			nulls[2] = bound ? ' ' : 'n';
+			n = ij_exec_on(&select_doomed, group, args, nulls);
+			if (n == 0)
+				break;
+
+			ids = palloc(n * sizeof(Datum));
+			shas = palloc(n * sizeof(Datum));
+			for (i = 0; i < n; i++)
+			{
+				CHECK_FOR_INTERRUPTS();
+				ids[i] = ij_col_nn(i, 1);
+				shas[i] = PointerGetDatum(
+					ij_request_sha256(DatumGetTextPP(ij_col_nn(i, 2)),
+									  DatumGetTextPP(ij_col_nn(i, 3)),
+									  DatumGetJsonbP(ij_col_nn(i, 4))));
+			}
+			args[0] = PointerGetDatum(construct_array(ids, n, UUIDOID,
+													  UUID_LEN, false,
+													  TYPALIGN_CHAR));
+			args[1] = PointerGetDatum(construct_array(shas, n, BYTEAOID,
+													  -1, false, TYPALIGN_INT));
+			/* the arrays hold copies: a chunk's rows go before the next */
+			SPI_freetuptable(SPI_tuptable);
+			pfree(ids);
+			pfree(shas);
+			purged += ij_exec_on(&delete_doomed, group, args, NULL);
+			pfree(DatumGetPointer(args[0]));
+			pfree(DatumGetPointer(args[1]));
+			if (n < want || purged >= max_jobs)
+				break;
+
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 idemjob_purge_pause_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
 	}
 
 	if (idemjob_key_retention_s > 0)
@@ -451,7 +461,8 @@ idemjob_purge(PG_FUNCTION_ARGS)
 		args[1] = PointerGetDatum(bound);
 		nulls[0] = ' ';
 		nulls[1] = bound ? ' ' : 'n';
-		spent = ij_exec(&expire_spent_keys, args, nulls);
+		for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
+			spent += ij_exec_on(&expire_spent_keys, g < 0 ? NULL : &groups[g], args, nulls);
 	}
 
 	ij_finish();
@@ -469,7 +480,10 @@ idemjob_purge_race_log(PG_FUNCTION_ARGS)
 	Datum		args[2];
 	char		nulls[2] = {' ', ' '};
 	text	   *bound;
-	int			n;
+	int			n = 0;
+	IjShardGroup *groups;
+	int			ngroups;
+	int			g;
 
 	args[0] = interval_arg(fcinfo, 0, "older_than");
 	bound = ij_bound_owner();
@@ -477,7 +491,9 @@ idemjob_purge_race_log(PG_FUNCTION_ARGS)
 	nulls[1] = bound ? ' ' : 'n';
 
 	ij_connect();
-	n = ij_exec(&delete_race_log, args, nulls);
+	ngroups = ij_local_shard_groups(&groups);
+	for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
+		n += ij_exec_on(&delete_race_log, g < 0 ? NULL : &groups[g], args, nulls);
 	ij_finish();
 	ij_log_pass(IJ_LOG_PURGE_RACE_LOG, n, 0, 0);
 	PG_RETURN_INT32(n);

@@ -73,9 +73,9 @@ static IjPlan upsert_route = {
 	"INSERT INTO idemjob.routes AS r (intent, providers) VALUES ($1, $2)"
 	" ON CONFLICT (intent) DO UPDATE SET providers = EXCLUDED.providers,"
 	" updated_at = CASE WHEN r.providers OPERATOR(pg_catalog.=) EXCLUDED.providers"
-	" THEN r.updated_at ELSE pg_catalog.now() END"
+	" THEN r.updated_at ELSE $3 END"
 	" RETURNING r.*",
-	2, {TEXTOID, TEXTARRAYOID}, NULL, 0, false, NULL
+	3, {TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
 };
 
 /*
@@ -164,7 +164,7 @@ Datum
 idemjob_set_route(PG_FUNCTION_ARGS)
 {
 	IJ_ENTRY();
-	Datum		args[2];
+	Datum		args[3];
 	ArrayType  *providers;
 	Datum	   *elems;
 	bool	   *elnulls;
@@ -212,6 +212,7 @@ idemjob_set_route(PG_FUNCTION_ARGS)
 								TextDatumGetCString(elems[i]))));
 	}
 	args[1] = PointerGetDatum(providers);
+	args[2] = IJ_NOW_DATUM();
 
 	ij_connect();
 	ij_exec(&upsert_route, args, NULL);

@@ -67,6 +67,9 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "commands/extension.h"
@@ -76,10 +79,12 @@
 #include "miscadmin.h"
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
+#include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "idemjob.h"
@@ -350,22 +355,175 @@ ij_prepared(IjPlan *p)
  * after its first RETURNING row would skip its AFTER STATEMENT triggers.
  * Every statement here is keyed by a unique index anyway.
  */
-int
-ij_exec(IjPlan *p, Datum *values, const char *nulls)
+static int
+run_plan(SPIPlanPtr plan, const char *sql, Datum *values, const char *nulls)
 {
 	int			ret;
 
-	(void) ij_prepared(p);
-
 	/* the guards skip this statement, and only it (triggers.c) */
 	guard_skip_text = ((CachedPlanSource *)
-					   linitial(SPI_plan_get_plan_sources(p->plan)))->query_string;
-	ret = SPI_execute_plan(p->plan, values, nulls, false, 0);
+					   linitial(SPI_plan_get_plan_sources(plan)))->query_string;
+	ret = SPI_execute_plan(plan, values, nulls, false, 0);
 	guard_skip_text = NULL;
 	if (ret < 0)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
-			 p->sql, SPI_result_code_string(ret));
+			 sql, SPI_result_code_string(ret));
 	return (int) SPI_processed;
+}
+
+int
+ij_exec(IjPlan *p, Datum *values, const char *nulls)
+{
+	return run_plan(ij_prepared(p), p->sql, values, nulls);
+}
+
+/*
+ * Citus: the statements that read many owners at once (claim, expiry,
+ * purge) run on each node over that node's own shards, one shard group at
+ * a time: the text with each table named by its shard (idemjob.jobs ->
+ * idemjob.jobs_102008), prepared once per backend and shard group.  A
+ * shard is a plain table of the node, so these statements keep their
+ * plans, their row locks and SKIP LOCKED, and fire the guards' shard
+ * copies, which return at once on the trusted path.
+ */
+static const char *const shard_tables[IJ_SHARD_TABLES] = {
+	"idemjob.jobs", "idemjob.attempts", "idemjob.race_log", "idemjob.spent_keys"
+};
+
+/* the shard of table in the group of j's shard (co-located: the same range) */
+#define CO_LOCATED(alias, table) \
+	" LATERAL (SELECT '" table "_' OPERATOR(pg_catalog.||) d.shardid AS shard_name" \
+	"  FROM pg_catalog.pg_dist_shard d" \
+	"  WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'idemjob." table "'::pg_catalog.regclass" \
+	"  AND d.shardminvalue OPERATOR(pg_catalog.=) j.shardminvalue) " alias
+static IjPlan local_shard_groups = {
+	"SELECT pg_catalog.format('idemjob.%I', j.shard_name), pg_catalog.format('idemjob.%I', a.shard_name),"
+	" pg_catalog.format('idemjob.%I', r.shard_name), pg_catalog.format('idemjob.%I', s.shard_name)"
+	" FROM (SELECT d.shardminvalue, 'jobs_' OPERATOR(pg_catalog.||) d.shardid AS shard_name"
+	"  FROM pg_catalog.pg_dist_shard d JOIN pg_catalog.pg_dist_placement p"
+	"  ON p.shardid OPERATOR(pg_catalog.=) d.shardid"
+	"  WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'idemjob.jobs'::pg_catalog.regclass"
+	"  AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)) j,"
+	CO_LOCATED("a", "attempts") "," CO_LOCATED("r", "race_log") "," CO_LOCATED("s", "spent_keys")
+	" ORDER BY j.shard_name",
+	0, {InvalidOid}, NULL, 0, false, NULL
+};
+
+/*
+ * This node's shard groups of the four tables, or -1 where the tables are
+ * the node's own (plain or partitioned: run the statement as it is).
+ * Under Citus, 0 on a node that holds none (a coordinator without shards).
+ * Must be connected; the array lives until ij_finish().
+ */
+int
+ij_local_shard_groups(IjShardGroup **groups)
+{
+	int			n;
+	int			i;
+	int			t;
+
+	*groups = NULL;
+	if (current_layout() != LAYOUT_CITUS)
+		return -1;
+	n = ij_exec(&local_shard_groups, NULL, NULL);
+	*groups = palloc(sizeof(IjShardGroup) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		for (t = 0; t < IJ_SHARD_TABLES; t++)
+			(*groups)[i].names[t] = TextDatumGetCString(ij_col_nn(i, t + 1));
+	return n;
+}
+
+/* sql with each of the four tables named by its shard in g */
+static char *
+shard_sql(const char *sql, const IjShardGroup *g)
+{
+	StringInfoData buf;
+	const char *p = sql;
+
+	initStringInfo(&buf);
+	while (*p)
+	{
+		int			t;
+		bool		done = false;
+
+		for (t = 0; t < IJ_SHARD_TABLES && !done; t++)
+		{
+			size_t		len = strlen(shard_tables[t]);
+
+			/* the table's name as a whole word, not a prefix of another */
+			if (strncmp(p, shard_tables[t], len) == 0 &&
+				!(isalnum((unsigned char) p[len]) || p[len] == '_'))
+			{
+				appendStringInfoString(&buf, g->names[t]);
+				p += len;
+				done = true;
+			}
+		}
+		if (!done)
+			appendStringInfoChar(&buf, *p++);
+	}
+	return buf.data;
+}
+
+/* the plans of statements on shard groups, kept per backend */
+typedef struct ShardPlan
+{
+	IjPlan	   *p;
+	char	   *jobs_shard;
+	SPIPlanPtr	plan;
+	char	   *sql;
+} ShardPlan;
+static List *shard_plans = NIL;	/* of ShardPlan *, in TopMemoryContext */
+
+/* ij_exec() of p on shard group g (NULL: the tables themselves) */
+int
+ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls)
+{
+	ListCell   *lc;
+	ShardPlan  *sp = NULL;
+
+	if (g == NULL)
+		return ij_exec(p, values, nulls);
+	foreach(lc, shard_plans)
+	{
+		ShardPlan  *x = (ShardPlan *) lfirst(lc);
+
+		CHECK_FOR_INTERRUPTS();
+		if (x->p == p && strcmp(x->jobs_shard, g->names[0]) == 0)
+		{
+			sp = x;
+			break;
+		}
+	}
+	if (sp == NULL)
+	{
+		char	   *sql = shard_sql(p->sql, g);
+		SPIPlanPtr	plan = SPI_prepare_cursor(sql, p->nargs, p->argtypes, p->cursor_options);
+		MemoryContext old;
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		sp = palloc(sizeof(ShardPlan));
+		sp->p = p;
+		sp->jobs_shard = pstrdup(g->names[0]);
+		sp->sql = pstrdup(sql);
+		sp->plan = plan;
+		shard_plans = lappend(shard_plans, sp);
+		MemoryContextSwitchTo(old);
+		pfree(sql);
+	}
+	return run_plan(sp->plan, sp->sql, values, nulls);
+}
+
+/* now(): the transaction's start, as a timestamptz Datum */
+Datum
+ij_now_datum(void)
+{
+	return TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 }
 
 /* ij_exec() of a statement with two parameters: an id and its owner_hash */
@@ -424,14 +582,14 @@ ij_reroute(bool attempt, Datum id, int32 *route)
  * order (a claim): planned, when it is, without sorts (see the file header).
  */
 int
-ij_exec_in_order(IjPlan *p, Datum *values, const char *nulls)
+ij_exec_in_order(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls)
 {
 	int			n;
 
 	in_order = true;
 	PG_TRY();
 	{
-		n = ij_exec(p, values, nulls);
+		n = ij_exec_on(p, g, values, nulls);
 	}
 	PG_CATCH();
 	{

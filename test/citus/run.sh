@@ -15,7 +15,10 @@
 #     again (I7), a finished job (IJ003), a spent key (IJ001), await_job;
 #   - that each call reaches one node, and there one shard group only (the
 #     statements Citus runs, as citus.log_remote_commands and
-#     citus.log_local_commands report them), with no two-phase commit.
+#     citus.log_local_commands report them), with no two-phase commit;
+#   - claim, expire_attempts, abandon_attempts and purge on each node, each
+#     over its own shards: every job claimed once, none by the coordinator,
+#     deadlines expired, a purged key refused (IJ007).
 # Prints one ok/FAIL line per check and exits non-zero on any failure.
 #
 # IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
@@ -172,6 +175,65 @@ if [ "$tx0" = "$tx1" ]; then
 else
 	not_ok "no two-phase commit" "pg_dist_transaction: $tx0 rows before, $tx1 after"
 fi
+
+ij_log "claim, expiry and purge, on each node over its own shards"
+for port in "${IJ_CITUS_PORTS[@]}"; do
+	q -d $db -p "$port" -c "ALTER SYSTEM RESET citus.log_local_commands" \
+		-c "ALTER SYSTEM RESET citus.log_remote_commands" -c "SELECT pg_reload_conf()" >/dev/null
+done
+for i in $(seq 1 20); do call "SELECT 1 FROM idemjob.submit('tenant-$i', 'b-1', 'batch', '{}')" >/dev/null; done
+claimed=()
+for port in "${IJ_CITUS_PORTS[@]}"; do
+	claimed+=("$(q -d $db -p "$port" -c "SELECT count(*) FROM idemjob.claim('w-$port', ARRAY['batch'], 100, '1 hour')" 2>&1)")
+done
+if [ "${claimed[0]}" = 0 ] && [ $((claimed[1] + claimed[2])) = 20 ] && [ "${claimed[1]}" -gt 0 ] && [ "${claimed[2]}" -gt 0 ]; then
+	ok "claim on each node takes the jobs of its shards: coordinator 0, workers ${claimed[1]} + ${claimed[2]} = 20"
+else
+	not_ok "claim on each node takes the jobs of its shards" "coordinator, workers: ${claimed[*]}"
+fi
+check "... each job once: 20 attempts on 20 jobs, each by the worker of its node" $db \
+	"SELECT count(*) = 20 AND count(DISTINCT job_id) = 20
+	 FROM idemjob.attempts a WHERE a.job_id IN (SELECT id FROM idemjob.jobs WHERE intent = 'batch')"
+check "... and a second claim finds none" $db \
+	"SELECT (SELECT count(*) FROM idemjob.claim('again', ARRAY['batch'], 100)) = 0" -p "${workers[0]}"
+won=0
+for a in $(q -d $db -c "SELECT id FROM idemjob.attempts WHERE job_id IN (SELECT id FROM idemjob.jobs WHERE intent = 'batch')"); do
+	[ "$(call "SELECT outcome FROM idemjob.complete_attempt('$a', '{\"ok\": true}')")" = won ] && won=$((won + 1))
+done
+[ $won = 20 ] && ok "their results, through the coordinator: 20 won" || not_ok "their results won" "$won of 20"
+# sum SQL: the sum of SQL's answers on every node (or its errors)
+on_each_node() {
+	local port out sum=0 errors=
+	for port in "${IJ_CITUS_PORTS[@]}"; do
+		out=$(q -d $db -p "$port" -c "$1" 2>&1)
+		if [[ "$out" =~ ^[0-9]+$ ]]; then sum=$((sum + out)); else errors+="$port: $out"$'\n'; fi
+	done
+	[ -z "$errors" ] && echo "$sum" || echo "$errors"
+}
+# (the final jobs of the checks above go too)
+purged=$(on_each_node "SELECT idemjob.purge('0', 1000)")
+check "purge on each node: the 20 final jobs gone, 20 spent keys kept" $db \
+	"SELECT (SELECT count(*) FROM idemjob.jobs WHERE intent = 'batch') = 0
+	    AND (SELECT count(*) FROM idemjob.spent_keys WHERE idempotency_key = 'b-1') = 20
+	    AND '$purged' ~ '^[0-9]+$' AND '$purged'::int >= 20"
+expect "a purged key with the same request: IJ007" \
+	"SELECT 1 FROM idemjob.submit('tenant-7', 'b-1', 'batch', '{}')" "ERROR:  IJ007"
+for i in 1 2 3 4 5 6; do call "SELECT 1 FROM idemjob.submit('late-$i', 'e-1', 'expiring', '{}')" >/dev/null; done
+for port in "${workers[@]}"; do
+	q -d $db -p "$port" -c "SELECT count(*) FROM idemjob.claim('w', ARRAY['expiring'], 100, '1 second')" >/dev/null
+done
+sleep 1.5
+expired=$(on_each_node "SELECT idemjob.expire_attempts()")
+check "expire_attempts on each node: the 6 attempts past their deadline unknown, their jobs in doubt" $db \
+	"SELECT '$expired' = '6' AND count(*) = 6 AND bool_and(a.state = 'unknown' AND j.state = 'in_doubt')
+	 FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id AND j.owner_hash = a.owner_hash
+	 WHERE j.intent = 'expiring'"
+check "... and no new attempt while in doubt (IJ002)" $db \
+	"SELECT count(*) = 0 FROM idemjob.claim('w', ARRAY['expiring'], 100)" -p "${workers[1]}"
+abandoned=$(on_each_node "SELECT idemjob.abandon_attempts('w')")
+check "abandon_attempts on each node: the 6 given up, their jobs pending again" $db \
+	"SELECT '$abandoned' = '6' AND count(*) = 6 AND bool_and(state = 'pending')
+	 FROM idemjob.jobs WHERE intent = 'expiring'"
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"
