@@ -18,7 +18,8 @@
 #     citus.log_local_commands report them), with no two-phase commit;
 #   - claim, expire_attempts, abandon_attempts and purge on each node, each
 #     over its own shards: every job claimed once, none by the coordinator,
-#     deadlines expired, a purged key refused (IJ007).
+#     deadlines expired, a purged key refused (IJ007); each node's
+#     sweeper expiring its own shards.
 # Prints one ok/FAIL line per check and exits non-zero on any failure.
 #
 # IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
@@ -234,6 +235,25 @@ abandoned=$(on_each_node "SELECT idemjob.abandon_attempts('w')")
 check "abandon_attempts on each node: the 6 given up, their jobs pending again" $db \
 	"SELECT '$abandoned' = '6' AND count(*) = 6 AND bool_and(state = 'pending')
 	 FROM idemjob.jobs WHERE intent = 'expiring'"
+
+# each node's sweeper, on its own shards
+for port in "${IJ_CITUS_PORTS[@]}"; do
+	q -d $db -p "$port" -c "ALTER SYSTEM SET idemjob.sweeper_databases = '$db'" \
+		-c "ALTER SYSTEM SET idemjob.sweeper_interval = '200ms'" -c "SELECT pg_reload_conf()" >/dev/null
+done
+for i in 1 2 3 4 5 6; do call "SELECT 1 FROM idemjob.submit('swept-$i', 's-1', 'swept', '{}')" >/dev/null; done
+swept_claims=$(on_each_node "SELECT count(*) FROM idemjob.claim('w', ARRAY['swept'], 100, '1 second')")
+for _ in $(seq 1 50); do
+	[ "$(q -d $db -c "SELECT count(*) FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id
+	                   AND j.owner_hash = a.owner_hash WHERE j.intent = 'swept' AND a.state = 'unknown'")" = 6 ] && break
+	sleep 0.2
+done
+check "each node's sweeper expires its own shards: the 6 claimed attempts unknown after their deadline" $db \
+	"SELECT '$swept_claims' = '6' AND count(*) = 6 AND bool_and(a.state = 'unknown' AND j.state = 'in_doubt')
+	 FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id AND j.owner_hash = a.owner_hash
+	 WHERE j.intent = 'swept'"
+check "... a sweeper on every node" $db \
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idemjob sweeper'" -p "${workers[0]}"
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"
