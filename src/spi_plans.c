@@ -193,7 +193,7 @@ ij_relcache_register(void (*fn) (Datum arg, Oid relid))
 
 /*
  * The routed layouts: the per-owner tables partitioned by owner_hash
- * (idemjob.partitions), or Citus installed (which distributes them by it).
+ * (idemjob.partitions), or distributed by it with Citus (distribute()).
  * There every statement that reads or changes an owner's rows says which
  * owner_hash they have (IJ_ROUTED), so that PostgreSQL prunes to one
  * partition and Citus routes to one shard; on plain tables that condition
@@ -215,6 +215,27 @@ layout_inval(Datum arg, Oid relid)
 		layout = LAYOUT_UNKNOWN;
 }
 
+/*
+ * Whether Citus distributes the table.  Must be connected (it runs a
+ * query: Citus's catalog has no syscache), so only the connected
+ * functions below resolve the layout.
+ */
+static bool
+citus_distributed(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return false;
+	values[0] = ObjectIdGetDatum(relid);
+	if (SPI_execute_with_args("SELECT FROM pg_catalog.pg_dist_partition"
+							  " WHERE logicalrelid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_dist_partition");
+	return SPI_processed > 0;
+}
+
 static int
 current_layout(void)
 {
@@ -230,7 +251,7 @@ current_layout(void)
 	}
 	nsp = get_namespace_oid("idemjob", true);
 	layout_jobs_relid = OidIsValid(nsp) ? get_relname_relid("jobs", nsp) : InvalidOid;
-	if (OidIsValid(get_extension_oid("citus", true)))
+	if (OidIsValid(layout_jobs_relid) && citus_distributed(layout_jobs_relid))
 		layout = LAYOUT_CITUS;
 	else if (OidIsValid(layout_jobs_relid) &&
 			 get_rel_relkind(layout_jobs_relid) == RELKIND_PARTITIONED_TABLE)
