@@ -960,6 +960,19 @@ BEGIN
 				  HINT = 'Dump the database, create it again with CREATE EXTENSION citus before CREATE EXTENSION idemjob, and restore (docs/scaling.md#citus).';
 	END IF;
 
+	-- the shards' guards check a copied row against other tables, which a
+	-- shard's own statement may not read (Citus: "cannot execute a
+	-- distributed query from a query on a shard")
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+				   WHERE p.logicalrelid OPERATOR(pg_catalog.=) 'idemjob.jobs'::pg_catalog.regclass) THEN
+		IF EXISTS (SELECT 1 FROM idemjob.jobs) THEN
+			RAISE EXCEPTION 'idemjob.distribute() needs empty tables'
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  DETAIL = 'idemjob.jobs has rows; distributing them is not supported yet.',
+					  HINT = 'Call it right after CREATE EXTENSION idemjob.';
+		END IF;
+	END IF;
+
 	-- the guards go with each table to its shards
 	PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
 	-- a reference table's referencing tables stay as they are until their

@@ -41,9 +41,24 @@ IJ_CITUS_PRELOAD=idemjob IJ_CITUS_DB=idemjob_citus ij_citus_start "$base" 2 || d
 workers=("${IJ_CITUS_PORTS[@]:1}")
 db=idemjob_citus
 export PGOPTIONS="-c client_min_messages=warning"
+# call SQL: the one value it answers, or "ERROR:  SQLSTATE"
+call() { q -d $db -c '\set VERBOSITY sqlstate' -c "$1" 2>&1; }
+expect() {	# expect NAME SQL WANT
+	local out
+	out=$(call "$2")
+	if [ "$out" = "$3" ]; then ok "$1"; else not_ok "$1" "want: $3"$'\n'"got:  $out"; fi
+}
 
-q -d $db -c "CREATE EXTENSION idemjob" -c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null ||
-	die "CREATE EXTENSION idemjob; SELECT idemjob.distribute() failed"
+q -d $db -c "CREATE EXTENSION idemjob" >/dev/null || die "CREATE EXTENSION idemjob failed"
+# before distribute(): plain tables on the coordinator; distribute() wants
+# them empty (docs/scaling.md#citus)
+check "before distribute(): a job submitted and claimed on the coordinator's own tables" $db \
+	"SELECT (SELECT created FROM idemjob.submit('early', 'k-1', 'early', '{}'))
+	    AND (SELECT count(*) FROM idemjob.claim('w', ARRAY['early'])) = 1"
+expect "... and distribute() refuses tables with rows: 55000" "SELECT idemjob.distribute()" "ERROR:  55000"
+q -d $db -c "DELETE FROM idemjob.attempts" -c "DELETE FROM idemjob.jobs" >/dev/null 2>&1 ||
+	q -d $db -c "SET session_replication_role = replica" -c "DELETE FROM idemjob.attempts" -c "DELETE FROM idemjob.jobs" >/dev/null
+q -d $db -c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null || die "SELECT idemjob.distribute() failed"
 
 ij_log "what distribute() made"
 check "jobs, attempts, race_log, spent_keys: distributed by owner_hash, 8 shards each, one co-location group" $db \
@@ -81,13 +96,6 @@ done
 ij_log "the guarantees, one call per transaction"
 # (each call alone in its statement, SELECT ... FROM idemjob.f(...): what
 # Citus sends whole to the node of its shard, docs/scaling.md#citus)
-# call SQL: the one value it answers, or "ERROR:  SQLSTATE"
-call() { q -d $db -c '\set VERBOSITY sqlstate' -c "$1" 2>&1; }
-expect() {	# expect NAME SQL WANT
-	local out
-	out=$(call "$2")
-	if [ "$out" = "$3" ]; then ok "$1"; else not_ok "$1" "want: $3"$'\n'"got:  $out"; fi
-}
 j=$(call "SELECT job_id FROM idemjob.submit('alice', 'order-1', 'charge', '{\"amount\": 5}')")
 expect "double click: the second submit answers the same job, created = false" \
 	"SELECT job_id = '$j' AND NOT created FROM idemjob.submit('alice', 'order-1', 'charge', '{\"amount\": 5}')" t
