@@ -7,6 +7,7 @@
 #
 #   bench/citus.sh            pgbench -T 30 per point, 3 runs (about 13 min)
 #   bench/citus.sh --smoke    -T 3, 1 run
+#   BENCH_CITUS_SECS, BENCH_CITUS_RUNS: other -T and number of runs
 #
 # Starts its own throw-away clusters with the idemjob and Citus already
 # installed on the machine (test/citus/lib.sh installs Citus from its
@@ -24,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/citus/lib.sh
 
-secs=30 runs=3 out=bench/results/citus.md
+secs=${BENCH_CITUS_SECS:-30} runs=${BENCH_CITUS_RUNS:-3} out=bench/results/citus.md
 if [ "${1:-}" = --smoke ]; then secs=3 runs=1 out=bench/results/smoke/citus.md; fi
 bin=${BENCH_CITUS_BIN:-$PG_BIN}
 port=${BENCH_CITUS_PORT:-5775}
