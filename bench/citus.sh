@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #
-# bench/citus.sh: W1 and W3 on one server against the same workloads through
+# bench/citus.sh: W1, W3 and W7 on one server against the same workloads through
 # a Citus cluster of a coordinator and two workers (docs/scaling.md#citus),
 # all on this machine: what a call costs when Citus sends it to its node,
 # not a speed-up (every node shares the same cores).
@@ -79,6 +79,35 @@ for w in submit_new lifecycle; do
 	done
 done
 
+# W7: claim one job and complete it, from a queue of $w7_jobs due jobs.
+# One server: $clients clients; Citus: a worker process claims from the node
+# it connects to (docs/scaling.md#citus), so half the clients on each worker
+# node, at once, and their rates added.
+w7_jobs=${BENCH_CITUS_W7_JOBS:-20000}
+w7_fill() {	# HOST PORT RUN: the queue
+	"$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -p "$2" -U postgres -d postgres -c \
+		"SELECT count(*) FROM generate_series(1, $w7_jobs) g,
+		 LATERAL idemjob.submit('o' || g % 1000, 'w7-$3-' || g, 'w7', '{}') s" >/dev/null
+}
+w7_tps() {	# HOST PORT CLIENTS
+	"$bin/pgbench" -n -M prepared -c "$3" -j "$3" -T "$w7_secs" \
+		-f bench/workloads/idemjob/claim_one.sql -h "$1" -p "$2" -U postgres postgres 2>&1 |
+		sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
+}
+w7_secs=$(( secs < 5 ? secs : 5 ))
+for ((r = 1; r <= runs; r++)); do
+	w7_fill "$one" "$port" "$r"
+	res[w7/one]+="$(w7_tps "$one" "$port" "$clients") "
+	w7_fill "$IJ_CITUS_DIR" $((port + 1)) "$r"
+	a=$(mktemp) b=$(mktemp)
+	w7_tps "$IJ_CITUS_DIR" $((port + 2)) $((clients / 2)) >"$a" &
+	w7_tps "$IJ_CITUS_DIR" $((port + 3)) $((clients - clients / 2)) >"$b"
+	wait
+	res[w7/citus]+="$(awk '{s += $1} END {print s}' "$a" "$b") "
+	rm -f "$a" "$b"
+	ij_log "w7 run $r (tx/s): one ${res[w7/one]}/ citus ${res[w7/citus]}"
+done
+
 mkdir -p "$(dirname "$out")"
 {
 	echo "# idemjob on one server and on Citus (coordinator + 2 workers, one machine)"
@@ -97,5 +126,9 @@ mkdir -p "$(dirname "$out")"
 		name=$([ $w = submit_new ] && echo "W1 submit, new key" || echo "W3 submit + start + complete")
 		printf '| %s | %.0f tx/s | %.0f tx/s | %.0f tx/s | %.2f |\n' "$name" "$f" "$o" "$c" "$(awk -v c="$c" -v o="$o" 'BEGIN {print c / o}')"
 	done
+	o=$(tr ' ' '\n' <<<"${res[w7/one]}" | sed '/^$/d' | median)
+	c=$(tr ' ' '\n' <<<"${res[w7/citus]}" | sed '/^$/d' | median)
+	printf '| W7 claim one + complete (-T %s, %s due jobs; Citus: half the clients on each worker node) | | %.0f tx/s | %.0f tx/s | %.2f |\n' \
+		"$w7_secs" "$w7_jobs" "$o" "$c" "$(awk -v c="$c" -v o="$o" 'BEGIN {print c / o}')"
 } >"$out"
 cat "$out"
