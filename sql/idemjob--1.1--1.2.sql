@@ -957,7 +957,7 @@ BEGIN
 		RAISE EXCEPTION 'the keys of idemjob''s tables do not hold owner_hash'
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 				  DETAIL = 'idemjob was installed, or updated to 1.2, before Citus was installed in this database.',
-				  HINT = 'Dump the database, create it again with CREATE EXTENSION citus before CREATE EXTENSION idemjob, and restore (docs/scaling.md#citus).';
+				  HINT = 'Install Citus first: CREATE EXTENSION citus before CREATE EXTENSION idemjob, in a new database (docs/scaling.md#citus).';
 	END IF;
 
 	-- the shards' guards check a copied row against other tables, which a
