@@ -1116,9 +1116,10 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 	ij_connect();
 	/* the tables (-1), or under Citus each of this node's shard groups */
 	ngroups = ij_local_shard_groups(&groups);
-	for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
+	for (g = 0; g < ngroups; g++)
 	{
-		n = ij_exec_on(&worker_attempts, g < 0 ? NULL : &groups[g], args, nulls);
+		CHECK_FOR_INTERRUPTS();
+		n = ij_exec_on(&worker_attempts, &groups[g], args, nulls);
 		ids = result_ids(n);
 		for (i = 0; i < n; i++)
 		{
@@ -1162,11 +1163,11 @@ ij_expire_attempts(text *owner)
 	int			g;
 
 	ij_connect();
-	/* the tables (-1), or under Citus each of this node's shard groups */
+	/* the tables, or under Citus each of this node's shard groups */
 	ngroups = ij_local_shard_groups(&groups);
-	for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
+	for (g = 0; g < ngroups; g++)
 	{
-		const IjShardGroup *group = g < 0 ? NULL : &groups[g];
+		const IjShardGroup *group = &groups[g];
 
 		CHECK_FOR_INTERRUPTS();
 		released += release_leases(group, &arg, nulls);

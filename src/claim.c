@@ -388,8 +388,8 @@ idemjob_claim(PG_FUNCTION_ARGS)
 }
 
 /*
- * Claim on the tables (ngroups < 0), or, under Citus, on this node's shard
- * groups in turn, each asked for what the groups before it left of
+ * Claim on the tables (one group with no names), or, under Citus, on this
+ * node's shard groups in turn, each asked for what the groups before it left of
  * max_jobs ($4), from a group one further on at each call so that no
  * group's jobs wait behind another's: the claim order holds within a shard
  * group, not across them (docs/scaling.md#citus).  The rows go to ts (the
@@ -404,14 +404,6 @@ claim_here(IjPlan *plan, const IjShardGroup *groups, int ngroups,
 	int			g;
 	int			i;
 
-	if (ngroups < 0)
-	{
-		total = ij_exec_in_order(plan, NULL, args, nulls);
-		for (i = 0; i < total; i++)
-			tuplestore_puttuple(ts, SPI_tuptable->vals[i]);
-		SPI_freetuptable(SPI_tuptable);
-		return total;
-	}
 	for (g = 0; g < ngroups && total < max_jobs; g++)
 	{
 		const IjShardGroup *group = &groups[(next_group + g) % ngroups];

@@ -399,11 +399,11 @@ idemjob_purge(PG_FUNCTION_ARGS)
 	 * without, in one.
 	 */
 	chunk = idemjob_purge_pause_ms > 0 ? Min(max_jobs, PURGE_CHUNK) : max_jobs;
-	/* the tables (-1), or under Citus each of this node's shard groups */
+	/* the tables, or under Citus each of this node's shard groups */
 	ngroups = ij_local_shard_groups(&groups);
-	for (g = ngroups < 0 ? -1 : 0; (g < ngroups || g < 0) && purged < max_jobs; g++)
+	for (g = 0; g < ngroups && purged < max_jobs; g++)
 	{
-		const IjShardGroup *group = g < 0 ? NULL : &groups[g];
+		const IjShardGroup *group = &groups[g];
 
 		for (;;)
 		{
@@ -461,8 +461,11 @@ idemjob_purge(PG_FUNCTION_ARGS)
 		args[1] = PointerGetDatum(bound);
 		nulls[0] = ' ';
 		nulls[1] = bound ? ' ' : 'n';
-		for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
-			spent += ij_exec_on(&expire_spent_keys, g < 0 ? NULL : &groups[g], args, nulls);
+		for (g = 0; g < ngroups; g++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			spent += ij_exec_on(&expire_spent_keys, &groups[g], args, nulls);
+		}
 	}
 
 	ij_finish();
@@ -492,8 +495,11 @@ idemjob_purge_race_log(PG_FUNCTION_ARGS)
 
 	ij_connect();
 	ngroups = ij_local_shard_groups(&groups);
-	for (g = ngroups < 0 ? -1 : 0; g < ngroups || g < 0; g++)
-		n += ij_exec_on(&delete_race_log, g < 0 ? NULL : &groups[g], args, nulls);
+	for (g = 0; g < ngroups; g++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		n += ij_exec_on(&delete_race_log, &groups[g], args, nulls);
+	}
 	ij_finish();
 	ij_log_pass(IJ_LOG_PURGE_RACE_LOG, n, 0, 0);
 	PG_RETURN_INT32(n);

@@ -281,6 +281,7 @@ unrouted_sql(const char *sql)
 	{
 		const char *end = strstr(start, "/*end*/");
 
+		CHECK_FOR_INTERRUPTS();
 		if (end == NULL)
 			elog(ERROR, "unterminated routed part in \"%s\"", sql);
 		appendBinaryStringInfo(&buf, p, start - p);
@@ -431,10 +432,11 @@ static IjPlan local_shard_groups = {
 };
 
 /*
- * This node's shard groups of the four tables, or -1 where the tables are
- * the node's own (plain or partitioned: run the statement as it is).
- * Under Citus, 0 on a node that holds none (a coordinator without shards).
- * Must be connected; the array lives until ij_finish().
+ * Where a statement on many owners runs: under Citus, this node's shard
+ * groups of the four tables (none on a node that holds no shard, a
+ * coordinator without shards); elsewhere one group with no names, the
+ * tables themselves (ij_exec_on runs the statement as it is).  Must be
+ * connected; the array lives until ij_finish().
  */
 int
 ij_local_shard_groups(IjShardGroup **groups)
@@ -443,9 +445,11 @@ ij_local_shard_groups(IjShardGroup **groups)
 	int			i;
 	int			t;
 
-	*groups = NULL;
 	if (current_layout() != LAYOUT_CITUS)
-		return -1;
+	{
+		*groups = palloc0(sizeof(IjShardGroup));
+		return 1;
+	}
 	n = ij_exec(&local_shard_groups, NULL, NULL);
 	*groups = palloc(sizeof(IjShardGroup) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -467,6 +471,7 @@ shard_sql(const char *sql, const IjShardGroup *g)
 		int			t;
 		bool		done = false;
 
+		CHECK_FOR_INTERRUPTS();
 		for (t = 0; t < IJ_SHARD_TABLES && !done; t++)
 		{
 			size_t		len = strlen(shard_tables[t]);
@@ -496,14 +501,14 @@ typedef struct ShardPlan
 } ShardPlan;
 static List *shard_plans = NIL;	/* of ShardPlan *, in TopMemoryContext */
 
-/* ij_exec() of p on shard group g (NULL: the tables themselves) */
+/* ij_exec() of p on shard group g (NULL or no names: the tables themselves) */
 int
 ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls)
 {
 	ListCell   *lc;
 	ShardPlan  *sp = NULL;
 
-	if (g == NULL)
+	if (g == NULL || g->names[0] == NULL)
 		return ij_exec(p, values, nulls);
 	foreach(lc, shard_plans)
 	{
