@@ -54,7 +54,10 @@ func runChild() int {
 		return map[string]any{"by": job.Provider}, nil
 	}
 	w := NewWorker(c, os.Getenv("IDEMJOB_CHILD_NAME"), map[string]Handler{os.Getenv("IDEMJOB_CHILD_INTENT"): handler},
-		WorkerOptions{Timeout: time.Second, Wait: 10 * time.Second, OnEvent: func(name string, f map[string]any) {
+		// Concurrency 1: a child with a free slot would claim again at once,
+		// and its waiting claim (10 s) would hold one of the pooler's four
+		// server connections, queueing the begin_attempt of another child
+		WorkerOptions{Concurrency: 1, Timeout: time.Second, Wait: 10 * time.Second, OnEvent: func(name string, f map[string]any) {
 			fmt.Println("EVENT", name, f["attempt_id"])
 			switch {
 			case point == "p1" && name == "claiming":
