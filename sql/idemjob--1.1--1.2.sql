@@ -998,10 +998,15 @@ BEGIN
 		END IF;
 	END LOOP;
 	-- an owner's text, or an id, is cast to the owner_hash it names
-	-- (owner_hash(text), owner_hash(uuid)) and hashed as the column is
+	-- (owner_hash(text), owner_hash(uuid)) and hashed as the column is.
+	-- Forced: sent inside a transaction block too, into the block's own
+	-- transaction, where the call's statements run on its node's shards as
+	-- plain statements of that node (which Citus does not check against
+	-- the argument's value)
 	FOR i IN 1 .. pg_catalog.array_length(calls, 1) BY 2 LOOP
 		PERFORM pg_catalog.create_distributed_function(calls[i]::pg_catalog.regprocedure,
-			calls[i OPERATOR(pg_catalog.+) 1], colocate_with => 'idemjob.jobs');
+			calls[i OPERATOR(pg_catalog.+) 1], colocate_with => 'idemjob.jobs',
+			force_delegation => true);
 	END LOOP;
 END
 $distribute$;

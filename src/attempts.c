@@ -83,7 +83,7 @@ static IjPlan start_fast_insert = {
 	" SELECT $5, $1, j.owner_id, j.attempt_count, j.provider,"
 	" j.version, $3, $4, j.owner_hash FROM j"
 	" RETURNING *",
-	6, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, INT4OID}, NULL, 0, false, NULL
+	6, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -101,14 +101,14 @@ static IjPlan start_lock_job = {
 	"SELECT state::pg_catalog.text, provider, intent, owner_id,"
 	" COALESCE(next_provider, provider) FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2) " FOR UPDATE",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan start_locked = {
 	"UPDATE idemjob.jobs SET" IJ_JOB_STARTS_SET
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" RETURNING owner_id, provider, version, attempt_count, owner_hash",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan find_in_doubt = {
@@ -116,21 +116,21 @@ static IjPlan find_in_doubt = {
 	" FROM idemjob.attempts"
 	" WHERE job_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan insert_attempt = {
 	"INSERT INTO idemjob.attempts"
 	" (id, job_id, owner_id, attempt_no, provider, read_version, worker, deadline, owner_hash)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::idemjob.owner_hash)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::idemjob.owner_hash)" IJ_ROUTE_PARAM(9)
 	" RETURNING *",
 	9, {UUIDOID, UUIDOID, TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID,
-	INT4OID}, NULL, 0, false, NULL
+	INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan attempt_row = {
 	"SELECT * FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 #define LOCK_ATTEMPT_COLS(a) \
@@ -143,7 +143,7 @@ static IjPlan lock_attempt = {
 	"SELECT " LOCK_ATTEMPT_COLS("")
 	" FROM idemjob.attempts"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2) " FOR UPDATE",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /* the same, with the job's intent, for a result to check against its contract */
@@ -152,21 +152,21 @@ static IjPlan lock_attempt_intent = {
 	" FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id"
 	" WHERE a.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("a.", 2) IJ_ROUTE("j.", 2)
 	" FOR UPDATE OF a",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan release_job = {
 	"UPDATE idemjob.jobs SET state = 'pending'::idemjob.job_state, updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_in_doubt = {
 	"UPDATE idemjob.jobs SET state = 'in_doubt'::idemjob.job_state, updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::idemjob.job_state[])",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_failed = {
@@ -175,7 +175,7 @@ static IjPlan job_failed = {
 	" completed_at = pg_catalog.now(), updated_at = pg_catalog.now()"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
-	3, {UUIDOID, JSONBOID, INT4OID}, NULL, 0, false, NULL
+	3, {UUIDOID, JSONBOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -227,7 +227,7 @@ static IjPlan job_retry = {
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING state OPERATOR(pg_catalog.=) 'failed'::idemjob.job_state, intent,"
 	" run_at OPERATOR(pg_catalog.<=) $7",
-	7, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	7, {UUIDOID, INT4OID, FLOAT8OID, FLOAT8OID, JSONBOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /* cancel_attempt: the job is free again, and due at once */
@@ -237,7 +237,7 @@ static IjPlan release_job_now = {
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	" AND state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING intent",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /* a fence: only while the attempt's read version is still current */
@@ -247,7 +247,7 @@ static IjPlan job_fence = {
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" AND version OPERATOR(pg_catalog.=) $2"
 	" AND state OPERATOR(pg_catalog.<>) ALL " FINAL_JOB_STATES,
-	3, {UUIDOID, INT8OID, INT4OID}, NULL, 0, false, NULL
+	3, {UUIDOID, INT8OID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan set_attempt_state = {
@@ -257,7 +257,7 @@ static IjPlan set_attempt_state = {
 	" THEN $6 ELSE unknown_at END, lease_until = NULL"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 5)
 	" RETURNING *",
-	6, {UUIDOID, TEXTOID, JSONBOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	6, {UUIDOID, TEXTOID, JSONBOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -287,7 +287,7 @@ static IjPlan expire = {
 	"  AND j.state OPERATOR(pg_catalog.=) 'running'::idemjob.job_state"
 	"  RETURNING 1)"
 	" SELECT pg_catalog.count(*)::pg_catalog.int4 FROM x",
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 bool
@@ -372,11 +372,16 @@ ij_release_job(Datum job_id, int32 route)
 /*
  * Notifications, sent at commit (NOTIFY semantics): "idemjob" with the
  * intent when a job becomes due now, "idemjob_done" with the job id when a
- * job becomes final.
+ * job becomes final.  None from a call Citus sent into another node's
+ * transaction block, which may end in PREPARE TRANSACTION, and PostgreSQL
+ * cannot prepare a transaction that notified: waiting claims and
+ * await_job() poll anyway (docs/scaling.md#citus).
  */
 void
 ij_notify_due(const char *intent)
 {
+	if (ij_in_prepared_transaction())
+		return;
 	if (idemjob_notify == IJ_NOTIFY_FULL)
 		Async_Notify("idemjob", intent);
 	else if (idemjob_notify == IJ_NOTIFY_WAKE)
@@ -386,6 +391,8 @@ ij_notify_due(const char *intent)
 void
 ij_notify_done(Datum job_id)
 {
+	if (ij_in_prepared_transaction())
+		return;
 	if (idemjob_notify == IJ_NOTIFY_FULL)
 		Async_Notify("idemjob_done", ij_uuid_str(job_id));
 	else if (idemjob_notify == IJ_NOTIFY_WAKE)
@@ -808,7 +815,7 @@ static IjPlan confirm_lease = {
 	"UPDATE idemjob.attempts SET lease_until = NULL,"
 	" deadline = CASE WHEN $2 THEN " BEGIN_DEADLINE("", "$4") " ELSE deadline END"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3),
-	4, {UUIDOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	4, {UUIDOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /* the leases that ended unconfirmed: released, their jobs due at once */
@@ -838,12 +845,12 @@ static IjPlan release_expired = {
 				"   AND l.lease_until OPERATOR(pg_catalog.<) pg_catalog.now()"
 				"   AND ($1::pg_catalog.text IS NULL OR l.owner_id OPERATOR(pg_catalog.=) $1)"
 				"   FOR UPDATE SKIP LOCKED))", "", ""),
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 /* one attempt, already locked (abandon_attempts) */
 static IjPlan release_one = {
 	RELEASE_SQL("$1", IJ_ROUTE("", 2), IJ_ROUTE("j.", 2)),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /* the doubt policy: unknown for longer than the intent allows */
@@ -858,7 +865,7 @@ static IjPlan over_policy = {
 	" AND ($1::pg_catalog.text IS NULL OR a.owner_id OPERATOR(pg_catalog.=) $1)"
 	" ORDER BY a.unknown_at LIMIT 1000"
 	" FOR UPDATE OF a SKIP LOCKED",
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -875,13 +882,13 @@ static IjPlan begin_fast = {
 	" AND j.id OPERATOR(pg_catalog.=) a.job_id" IJ_ROUTE("j.", 2)
 	" AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running,in_doubt}'::idemjob.job_state[])"
 	" RETURNING a.*",
-	4, {UUIDOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	4, {UUIDOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_state = {
 	"SELECT state::pg_catalog.text FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1"
 	IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /* a worker's attempts in flight or in doubt, in a fixed order */
@@ -891,7 +898,7 @@ static IjPlan worker_attempts = {
 	" AND a.state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[])"
 	" AND ($2::pg_catalog.text IS NULL OR a.owner_id OPERATOR(pg_catalog.=) $2)"
 	" ORDER BY a.id",
-	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 /* IJ005 for a call that needs a started attempt: "attempt X cannot <verb>" */
@@ -1201,7 +1208,7 @@ static IjPlan set_policy = {
 	" THEN r.updated_at ELSE $6 END"
 	" RETURNING r.intent, r.max_attempts, r.retry_backoff, r.retry_backoff_max, r.updated_at,"
 	" r.fence_unknown_after",
-	6, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	6, {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /* an interval argument that may be NULL, else not negative */

@@ -40,7 +40,7 @@ PG_FUNCTION_INFO_V1(idemjob_await_job);
 
 static IjPlan job_row = {
 	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*

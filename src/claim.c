@@ -143,16 +143,16 @@ static int	claim_here(IjPlan *plan, const IjShardGroup *groups, int ngroups,
 
 static IjPlan claim_plans[3][2] = {
 	{	/* any intent */
-		{CLAIM_ONE_JOB("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL},
-		{CLAIM_BATCH("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL}
+		{CLAIM_ONE_JOB("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0},
+		{CLAIM_BATCH("", ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0}
 	},
 	{	/* one intent */
-		{CLAIM_ONE_JOB(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL},
-		{CLAIM_BATCH(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL}
+		{CLAIM_ONE_JOB(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0},
+		{CLAIM_BATCH(FILTER_ONE, "intent, "), 8, CLAIM_ONE_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0}
 	},
 	{	/* several intents */
-		{CLAIM_ONE_JOB(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL},
-		{CLAIM_BATCH(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL}
+		{CLAIM_ONE_JOB(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0},
+		{CLAIM_BATCH(FILTER_SOME, ""), 8, CLAIM_ANY_TYPES, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0}
 	}
 };
 
@@ -160,7 +160,7 @@ static IjPlan heartbeat = {
 	"UPDATE idemjob.attempts SET deadline = $2"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" RETURNING *",
-	3, {UUIDOID, TIMESTAMPTZOID, INT4OID}, NULL, 0, false, NULL
+	3, {UUIDOID, TIMESTAMPTZOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static bool

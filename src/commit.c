@@ -72,7 +72,7 @@ static IjPlan cas = {
 	" finished_at = pg_catalog.now()"
 	" FROM cas WHERE id OPERATOR(pg_catalog.=) $4" IJ_ROUTE("", 5)
 	" RETURNING cas.version",
-	5, {UUIDOID, INT8OID, JSONBOID, UUIDOID, INT4OID}, NULL, 0, false, NULL
+	5, {UUIDOID, INT8OID, JSONBOID, UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -101,24 +101,24 @@ static IjPlan cas = {
  */
 static IjPlan complete_fast = {
 	"WITH a AS ("
-	"  UPDATE idemjob.attempts SET state = 'succeeded'::idemjob.attempt_state,"
+	"  UPDATE idemjob.attempts ta SET state = 'succeeded'::idemjob.attempt_state,"
 	"  finished_at = pg_catalog.now(), lease_until = NULL"
 	"  FROM idemjob.jobs j"
-	"  WHERE attempts.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("attempts.", 4)
-	"  AND attempts.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
-	"  AND (attempts.lease_until IS NULL"
-	"  OR attempts.lease_until OPERATOR(pg_catalog.>=) $5)"
-	"  AND j.id OPERATOR(pg_catalog.=) attempts.job_id" IJ_ROUTE("j.", 4)
-	"  AND j.version OPERATOR(pg_catalog.=) attempts.read_version"
+	"  WHERE ta.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("ta.", 4)
+	"  AND ta.state OPERATOR(pg_catalog.=) ANY ('{started,unknown,cancelled}'::idemjob.attempt_state[])"
+	"  AND (ta.lease_until IS NULL"
+	"  OR ta.lease_until OPERATOR(pg_catalog.>=) $5)"
+	"  AND j.id OPERATOR(pg_catalog.=) ta.job_id" IJ_ROUTE("j.", 4)
+	"  AND j.version OPERATOR(pg_catalog.=) ta.read_version"
 	"  AND j.completed_by IS NULL"
 	"  AND j.intent OPERATOR(pg_catalog.<>) ALL ($3)"
-	"  RETURNING attempts.job_id, attempts.read_version)"
+	"  RETURNING ta.job_id, ta.read_version)"
 	" UPDATE idemjob.jobs SET" JOB_WON_SET("$2", "$1")
 	" WHERE (id, version) OPERATOR(pg_catalog.=) (SELECT job_id, read_version FROM a)"
 	IJ_ROUTE("", 4)
 	" AND completed_by IS NULL"
 	" RETURNING version, id, owner_id",
-	5, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	5, {UUIDOID, JSONBOID, TEXTARRAYOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -133,7 +133,7 @@ static IjPlan release_if_free = {
 	" AND NOT EXISTS (SELECT FROM idemjob.attempts"
 	"  WHERE job_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2)
 	"  AND state OPERATOR(pg_catalog.=) ANY ('{started,unknown}'::idemjob.attempt_state[]))",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan attempt_done = {
@@ -141,7 +141,7 @@ static IjPlan attempt_done = {
 	" finished_at = pg_catalog.now(), result_sha256 = $3,"
 	" error = COALESCE($4, error), dropped_result = $5"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 6),
-	6, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, INT4OID}, NULL, 0, false, NULL
+	6, {UUIDOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -189,7 +189,7 @@ static IjPlan log_race = {
 	IJ_ROUTE("j.", 7) IJ_ROUTE("a.", 7)
 	" ON CONFLICT DO NOTHING"
 	" RETURNING found_version, winner_attempt_id",
-	8, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	8, {UUIDOID, UUIDOID, BYTEAOID, INT4OID, JSONBOID, BOOLOID, INT4OID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -204,8 +204,8 @@ static IjPlan purged_attempt = {
 	" FROM idemjob.spent_keys s"
 	" WHERE s.open_attempts OPERATOR(pg_catalog.@>)"
 	" pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $1))"
-	" LIMIT 1",
-	1, {UUIDOID}, NULL, 0, false, NULL
+	" LIMIT 1" IJ_ROUTE_PARAM(2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -239,26 +239,26 @@ static IjPlan log_purged_race = {
 	" AND " TOMB("id") " OPERATOR(pg_catalog.=) $1::pg_catalog.text"
 	" LIMIT 1"
 	" ON CONFLICT DO NOTHING"
-	" RETURNING job_id, found_version, winner_attempt_id",
-	5, {UUIDOID, BYTEAOID, INT4OID, JSONBOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	" RETURNING job_id, found_version, winner_attempt_id" IJ_ROUTE_PARAM(6),
+	6, {UUIDOID, BYTEAOID, INT4OID, JSONBOID, TIMESTAMPTZOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan race_sha = {
 	"SELECT result_sha256 FROM idemjob.race_log WHERE attempt_id OPERATOR(pg_catalog.=) $1"
 	IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_answer = {
 	"SELECT version, result, completed_by FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan race_answer = {
 	"SELECT found_version, winner_attempt_id FROM idemjob.race_log"
 	" WHERE attempt_id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -396,10 +396,10 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 	IjAttempt	a;
 	int32		nbytes;
 	bytea	   *sha;
-	Datum		args[5];
-	char		nulls[5];
+	Datum		args[6];
+	char		nulls[6];
 
-	if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0 ||
+	if (ij_exec_id(&purged_attempt, attempt_id, ij_id_route(attempt_id)) == 0 ||
 		!ij_owner_visible(ij_col_nn(0, 2)))
 		return false;
 	a.id = attempt_id;
@@ -418,6 +418,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 		args[3] = JsonbPGetDatum(result);
 		nulls[3] = idemjob_keep_dropped_results ? ' ' : 'n';
 		args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+		args[5] = Int32GetDatum(a.route);
 		if (ij_exec(&log_purged_race, args, nulls) == 1)
 		{
 			out[1] = ij_col_nn(0, 1);
@@ -435,7 +436,7 @@ purged_attempt_lost(Datum attempt_id, Jsonb *result, Datum *out, bool *outnull)
 		 */
 		if (ij_exec_id(&race_sha, attempt_id, a.route) == 0)
 		{
-			if (ij_exec(&purged_attempt, &attempt_id, NULL) == 0)
+			if (ij_exec_id(&purged_attempt, attempt_id, a.route) == 0)
 				return false;
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -574,7 +575,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 				 ij_errfields("attempts", psprintf("attempt_id=%s job_id=%s state=failed",
 												   ij_uuid_str(a.id), ij_uuid_str(a.job_id))),
 				 errhint("Start a new attempt if the job is still pending.")));
-	else if (!ij_check_result_contract(a.job_id, a.intent, result, &violation))
+	else if (!ij_check_result_contract(a.job_id, a.intent, a.route, result, &violation))
 	{
 		/* a result that breaks the contract never wins: rejected */
 		Datum		err = DirectFunctionCall2(jsonb_concat,

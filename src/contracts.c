@@ -73,43 +73,43 @@ static Oid	contracts_relid = InvalidOid;
 static IjPlan get_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 /* the intents that have a contract (NULL: none) */
 static IjPlan contract_intents = {
 	"SELECT pg_catalog.array_agg(intent) FROM idemjob.contracts",
-	0, {InvalidOid}, NULL, 0, false, NULL
+	0, {InvalidOid}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_intent = {
-	"SELECT intent FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL
+	"SELECT intent FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE_PARAM(2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan lock_contract = {
 	"SELECT version, output_schema FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan insert_contract = {
 	"INSERT INTO idemjob.contracts (intent, version, output_schema)"
 	" VALUES ($1, 1, $2) ON CONFLICT (intent) DO NOTHING RETURNING version",
-	2, {TEXTOID, JSONBOID}, NULL, 0, false, NULL
+	2, {TEXTOID, JSONBOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan update_contract = {
 	"UPDATE idemjob.contracts SET version = version OPERATOR(pg_catalog.+) 1,"
 	" output_schema = $2, updated_at = pg_catalog.now()"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 RETURNING version",
-	2, {TEXTOID, JSONBOID}, NULL, 0, false, NULL
+	2, {TEXTOID, JSONBOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan current_version = {
 	"SELECT version FROM idemjob.contracts"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 FOR SHARE",
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 /* certify: a new row, or a revoked one certified again; else nothing */
@@ -122,21 +122,21 @@ static IjPlan certify_row = {
 	" revoked_at = NULL, revoke_reason = NULL"
 	" WHERE c.revoked_at IS NOT NULL"
 	" RETURNING *",
-	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL, 0, false, NULL
+	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan certification_row = {
 	"SELECT * FROM idemjob.certifications"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" ORDER BY contract_version DESC LIMIT 1",
-	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan revoke_all = {
 	"UPDATE idemjob.certifications SET revoked_at = pg_catalog.now(), revoke_reason = $3"
 	" WHERE intent OPERATOR(pg_catalog.=) $1 AND provider OPERATOR(pg_catalog.=) $2"
 	" AND revoked_at IS NULL",
-	3, {TEXTOID, TEXTOID, TEXTOID}, NULL, 0, false, NULL
+	3, {TEXTOID, TEXTOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan certified = {
@@ -146,7 +146,7 @@ static IjPlan certified = {
 	" WHERE c.intent OPERATOR(pg_catalog.=) $1 AND c.provider OPERATOR(pg_catalog.=) $2"
 	" AND c.revoked_at IS NULL"
 	" FOR SHARE OF c, k",
-	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static void
@@ -305,11 +305,11 @@ ij_contract_intents(void)
  * Check a result against the contract of its job's intent.  True when the
  * intent has no contract or the result honours it; else false, with
  * *violation set to {"path", "keyword", "message"}.  intent: the job's
- * intent if the caller has read it (text), or 0 to read it here.  Must be
- * connected to SPI.
+ * intent if the caller has read it (text), or 0 to read it here (the job's
+ * owner_hash: route).  Must be connected to SPI.
  */
 bool
-ij_check_result_contract(Datum job_id, Datum intent, Jsonb *result, Jsonb **violation)
+ij_check_result_contract(Datum job_id, Datum intent, int32 route, Jsonb *result, Jsonb **violation)
 {
 	ContractEntry *e;
 
@@ -319,7 +319,7 @@ ij_check_result_contract(Datum job_id, Datum intent, Jsonb *result, Jsonb **viol
 
 	if (intent == (Datum) 0)
 	{
-		if (ij_exec(&job_intent, &job_id, NULL) == 0)
+		if (ij_exec_id(&job_intent, job_id, route) == 0)
 			elog(ERROR, "job %s vanished", ij_uuid_str(job_id));
 		intent = ij_col_nn(0, 1);
 	}

@@ -125,6 +125,8 @@ typedef struct IjPlan
 	int			cursor_options; /* e.g. CURSOR_OPT_GENERIC_PLAN; 0: default */
 	bool		routed;			/* prepared from the routed text */
 	const char *sql_unrouted;	/* sql without its IJ_ROUTED parts, once made */
+	int			route_param;	/* Citus: the owner_hash's parameter; 0: not
+								 * looked for yet, -1: none (ij_exec) */
 } IjPlan;
 
 /*
@@ -136,7 +138,15 @@ typedef struct IjPlan
 #define IJ_ROUTED(sql) " /*routed*/" sql "/*end*/"
 /* IJ_ROUTED: col's owner_hash is parameter n (an int4) */
 #define IJ_ROUTE(col, n) IJ_ROUTED(" AND " col "owner_hash OPERATOR(pg_catalog.=) $" #n)
+/*
+ * Parameter n is the owner_hash of every row the statement reads or
+ * writes, where it does not say so in an IJ_ROUTE condition (an INSERT's
+ * value, a look-up by an attempt id): a mark for the Citus path of
+ * ij_exec(), a comment to SQL
+ */
+#define IJ_ROUTE_PARAM(n) " /*route $" #n "*/"
 extern bool ij_layout_routed(void);
+extern bool ij_in_prepared_transaction(void);
 /*
  * now() as a parameter, where a statement would call it inside CASE or
  * COALESCE: Citus refuses a function that is not immutable there
@@ -159,12 +169,18 @@ extern void ij_finish(void);
 extern int	ij_exec(IjPlan *p, Datum *values, const char *nulls);
 /* Citus: a node's shards of jobs, attempts, race_log and spent_keys */
 #define IJ_SHARD_TABLES 4
+/* ... and its copies of the six reference tables */
+#define IJ_REF_TABLES 6
 typedef struct IjShardGroup
 {
-	char	   *names[IJ_SHARD_TABLES];	/* qualified: idemjob.jobs_102008 */
+	/* qualified: idemjob.jobs_102008; a reference table's NULL: no copy */
+	char	   *names[IJ_SHARD_TABLES + IJ_REF_TABLES];
+	int32		min;			/* the range of hashed owner_hash values the */
+	int32		max;			/* group holds */
 } IjShardGroup;
 extern int	ij_local_shard_groups(IjShardGroup **groups);
 extern int	ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
+extern int	ij_exec_latest(IjPlan *p, Datum *values, const char *nulls);
 extern int	ij_exec_in_order(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
 extern Datum ij_col(int row, int col, bool *isnull);
 extern Datum ij_col_nn(int row, int col);
@@ -248,7 +264,7 @@ extern bytea *ij_result_fingerprint(Jsonb *result, int32 *nbytes);
 extern void ij_contracts_init(void);
 extern bool ij_contracts_any(void);
 extern Datum ij_contract_intents(void);
-extern bool ij_check_result_contract(Datum job_id, Datum intent, Jsonb *result,
+extern bool ij_check_result_contract(Datum job_id, Datum intent, int32 route, Jsonb *result,
 									 Jsonb **violation);
 extern bool ij_provider_certified(const char *intent, const char *provider);
 

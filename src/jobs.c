@@ -40,10 +40,10 @@ PG_FUNCTION_INFO_V1(idemjob_cancel_job);
 static IjPlan insert_job = {
 	"INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider,"
 	" run_at, priority, max_attempts, owner_hash)"
-	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9, $10::idemjob.owner_hash)"
+	" VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, pg_catalog.now()), $8, $9, $10::idemjob.owner_hash)" IJ_ROUTE_PARAM(10)
 	" ON CONFLICT ON CONSTRAINT jobs_owner_key DO NOTHING",
 	10, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID,
-	INT4OID, INT4OID, INT4OID}, NULL, 0, false, NULL
+	INT4OID, INT4OID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan find_job = {
@@ -51,18 +51,18 @@ static IjPlan find_job = {
 	" FROM idemjob.jobs"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
 	" AND idempotency_key OPERATOR(pg_catalog.=) $2" IJ_ROUTE("", 3),
-	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
+	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan lock_job = {
 	"SELECT state::pg_catalog.text, owner_id FROM idemjob.jobs"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2) " FOR UPDATE",
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_row = {
 	"SELECT * FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan cancel_job = {
@@ -72,7 +72,7 @@ static IjPlan cancel_job = {
 	" cancel_reason = $2"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" RETURNING *",
-	3, {UUIDOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
+	3, {UUIDOID, TEXTOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*

@@ -96,7 +96,7 @@ static IjPlan select_doomed = {
 	" ORDER BY j.completed_at"
 	" LIMIT $2"
 	" FOR UPDATE OF j SKIP LOCKED",
-	3, {INTERVALOID, INT4OID, TEXTOID}, NULL, 0, false, NULL
+	3, {INTERVALOID, INT4OID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan delete_doomed = {
@@ -121,21 +121,21 @@ static IjPlan delete_doomed = {
 	" FROM del d JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 	" AS s(id, sha)"
 	" ON s.id OPERATOR(pg_catalog.=) d.id",
-	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL
+	2, {UUIDARRAYOID, BYTEAARRAYOID}, NULL, CURSOR_OPT_GENERIC_PLAN, false, NULL, 0
 };
 
 static IjPlan expire_spent_keys = {
 	"DELETE FROM idemjob.spent_keys"
 	" WHERE purged_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)"
 	" AND ($2::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $2)",
-	2, {INTERVALOID, TEXTOID}, NULL, 0, false, NULL
+	2, {INTERVALOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan delete_race_log = {
 	"DELETE FROM idemjob.race_log"
 	" WHERE logged_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)"
 	" AND ($2::pg_catalog.text IS NULL OR owner_id OPERATOR(pg_catalog.=) $2)",
-	2, {INTERVALOID, TEXTOID}, NULL, 0, false, NULL
+	2, {INTERVALOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan find_spent_key = {
@@ -143,7 +143,7 @@ static IjPlan find_spent_key = {
 	" FROM idemjob.spent_keys"
 	" WHERE owner_id OPERATOR(pg_catalog.=) $1"
 	" AND idempotency_key OPERATOR(pg_catalog.=) $2" IJ_ROUTE("", 3),
-	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
+	3, {TEXTOID, TEXTOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static void
@@ -278,7 +278,6 @@ ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 				   Jsonb *params, bool before)
 {
 	Datum		args[3];
-	int			ret;
 	bytea	   *stored;
 	bytea	   *sha;
 	char	   *job;
@@ -298,13 +297,7 @@ ij_check_spent_key(text *owner_id, text *key, text *intent, text *provider,
 	args[0] = PointerGetDatum(owner_id);
 	args[1] = PointerGetDatum(key);
 	args[2] = Int32GetDatum(ij_owner_hash(owner_id));
-	ret = SPI_execute_snapshot(ij_prepared(&find_spent_key), args, NULL,
-							   GetLatestSnapshot(), InvalidSnapshot,
-							   true, false, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_snapshot failed for \"%s\": %s",
-			 find_spent_key.sql, SPI_result_code_string(ret));
-	if (SPI_processed == 0)
+	if (ij_exec_latest(&find_spent_key, args, NULL) == 0)
 		return;
 
 	stored = DatumGetByteaPP(ij_col_nn(0, 1));

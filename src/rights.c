@@ -815,20 +815,20 @@ static const struct
 static IjPlan record_capability = {
 	"INSERT INTO idemjob.capabilities (grantee, capability) VALUES ($1, $2)"
 	" ON CONFLICT (grantee, capability) DO NOTHING",
-	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL
+	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan forget_capability = {
 	"DELETE FROM idemjob.capabilities"
 	" WHERE grantee OPERATOR(pg_catalog.=) $1"
 	" AND capability OPERATOR(pg_catalog.=) $2",
-	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL
+	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan held_capabilities = {
 	"SELECT capability FROM idemjob.capabilities"
 	" WHERE grantee OPERATOR(pg_catalog.=) $1",
-	1, {REGROLEOID}, NULL, 0, false, NULL
+	1, {REGROLEOID}, NULL, 0, false, NULL, 0
 };
 
 /* 42501 unless the caller is a superuser or has the extension owner's privileges */
@@ -995,12 +995,12 @@ static IjPlan record_binding = {
 	" ON CONFLICT (bound_role) DO UPDATE SET mode = EXCLUDED.mode,"
 	" bound_at = pg_catalog.now()"
 	" WHERE b.mode OPERATOR(pg_catalog.<>) EXCLUDED.mode",
-	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL
+	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan forget_binding = {
 	"DELETE FROM idemjob.owner_bindings WHERE bound_role OPERATOR(pg_catalog.=) $1",
-	1, {REGROLEOID}, NULL, 0, false, NULL
+	1, {REGROLEOID}, NULL, 0, false, NULL, 0
 };
 
 static Oid

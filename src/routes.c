@@ -44,14 +44,14 @@ static IjPlan job_route = {
 	"SELECT j.provider, j.intent, r.providers FROM idemjob.jobs j"
 	" JOIN idemjob.routes r ON r.intent OPERATOR(pg_catalog.=) j.intent"
 	" WHERE j.id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("j.", 2),
-	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan set_next = {
 	"UPDATE idemjob.jobs SET next_provider = $2"
 	" WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 3)
 	" AND next_provider IS DISTINCT FROM $2",
-	3, {UUIDOID, TEXTOID, INT4OID}, NULL, 0, false, NULL
+	3, {UUIDOID, TEXTOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 /*
@@ -66,7 +66,7 @@ static IjPlan forget = {
 	" OR state OPERATOR(pg_catalog.=) ANY ('{running,in_doubt}'::idemjob.job_state[]))"
 	" AND next_provider IS NOT NULL"
 	" AND ($2::pg_catalog.text IS NULL OR next_provider OPERATOR(pg_catalog.=) $2)",
-	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL
+	2, {TEXTOID, TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan upsert_route = {
@@ -75,7 +75,7 @@ static IjPlan upsert_route = {
 	" updated_at = CASE WHEN r.providers OPERATOR(pg_catalog.=) EXCLUDED.providers"
 	" THEN r.updated_at ELSE $3 END"
 	" RETURNING r.*",
-	3, {TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID}, NULL, 0, false, NULL
+	3, {TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 /*

@@ -80,16 +80,19 @@
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "idemjob.h"
 
 static planner_hook_type prev_planner = NULL;
+static const IjShardGroup *route_group(IjPlan *p, Datum *values, const char *nulls);
 /* ij_exec_in_order() is running its statement: plan it without sorts */
 static bool in_order = false;
 
@@ -208,11 +211,16 @@ ij_relcache_register(void (*fn) (Datum arg, Oid relid))
 static int	layout = LAYOUT_UNKNOWN;
 static Oid	layout_jobs_relid = InvalidOid;
 
+static int	n_local_groups = -1;	/* Citus: this node's shard groups; -1: to read */
+
 static void
 layout_inval(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == layout_jobs_relid)
+	{
 		layout = LAYOUT_UNKNOWN;
+		n_local_groups = -1;	/* Citus: read this node's shards again */
+	}
 }
 
 /*
@@ -265,6 +273,21 @@ bool
 ij_layout_routed(void)
 {
 	return current_layout() != LAYOUT_PLAIN;
+}
+
+/*
+ * Whether this transaction is a part of a Citus transaction another node
+ * began (a call force-delegated here inside its transaction block): Citus
+ * may end it with PREPARE TRANSACTION.  Citus names its own connections
+ * "citus_internal gpid=..."; a client that names itself so only loses its
+ * own notifications.  Must be connected.
+ */
+bool
+ij_in_prepared_transaction(void)
+{
+	return IsTransactionBlock() && application_name != NULL &&
+		strncmp(application_name, "citus_internal", strlen("citus_internal")) == 0 &&
+		current_layout() == LAYOUT_CITUS;
 }
 
 /* sql without its IJ_ROUTED parts, in TopMemoryContext */
@@ -393,9 +416,24 @@ run_plan(SPIPlanPtr plan, const char *sql, Datum *values, const char *nulls)
 	return (int) SPI_processed;
 }
 
+/*
+ * Under Citus, a statement on one owner's rows whose shard is on this node
+ * (a call Citus delegated here, docs/scaling.md#citus) runs on that shard
+ * group as a plain statement of this node (ij_exec_on): Citus neither
+ * plans it again nor routes it, and a call force-delegated into a
+ * coordinator's transaction (whose statements Citus would require to name
+ * the call's argument itself) can run it.  Elsewhere Citus routes it.
+ */
 int
 ij_exec(IjPlan *p, Datum *values, const char *nulls)
 {
+	if (current_layout() == LAYOUT_CITUS)
+	{
+		const IjShardGroup *g = route_group(p, values, nulls);
+
+		if (g != NULL)
+			return ij_exec_on(p, g, values, nulls);
+	}
 	return run_plan(ij_prepared(p), p->sql, values, nulls);
 }
 
@@ -408,8 +446,11 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
  * plans, their row locks and SKIP LOCKED, and fire the guards' shard
  * copies, which return at once on the trusted path.
  */
-static const char *const shard_tables[IJ_SHARD_TABLES] = {
-	"idemjob.jobs", "idemjob.attempts", "idemjob.race_log", "idemjob.spent_keys"
+static const char *const shard_tables[IJ_SHARD_TABLES + IJ_REF_TABLES] = {
+	"idemjob.jobs", "idemjob.attempts", "idemjob.race_log", "idemjob.spent_keys",
+	/* reference tables: this node's copy, so that nothing leaves the node */
+	"idemjob.contracts", "idemjob.certifications", "idemjob.capabilities",
+	"idemjob.owner_bindings", "idemjob.retry_policies", "idemjob.routes"
 };
 
 /* the shard of table in the group of j's shard (co-located: the same range) */
@@ -420,28 +461,87 @@ static const char *const shard_tables[IJ_SHARD_TABLES] = {
 	"  AND d.shardminvalue OPERATOR(pg_catalog.=) j.shardminvalue) " alias
 static IjPlan local_shard_groups = {
 	"SELECT pg_catalog.format('idemjob.%I', j.shard_name), pg_catalog.format('idemjob.%I', a.shard_name),"
-	" pg_catalog.format('idemjob.%I', r.shard_name), pg_catalog.format('idemjob.%I', s.shard_name)"
-	" FROM (SELECT d.shardminvalue, 'jobs_' OPERATOR(pg_catalog.||) d.shardid AS shard_name"
+	" pg_catalog.format('idemjob.%I', r.shard_name), pg_catalog.format('idemjob.%I', s.shard_name),"
+	" j.shardminvalue::pg_catalog.int4, j.shardmaxvalue::pg_catalog.int4"
+	" FROM (SELECT d.shardminvalue, d.shardmaxvalue, 'jobs_' OPERATOR(pg_catalog.||) d.shardid AS shard_name"
 	"  FROM pg_catalog.pg_dist_shard d JOIN pg_catalog.pg_dist_placement p"
 	"  ON p.shardid OPERATOR(pg_catalog.=) d.shardid"
 	"  WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'idemjob.jobs'::pg_catalog.regclass"
 	"  AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)) j,"
 	CO_LOCATED("a", "attempts") "," CO_LOCATED("r", "race_log") "," CO_LOCATED("s", "spent_keys")
 	" ORDER BY j.shard_name",
-	0, {InvalidOid}, NULL, 0, false, NULL
+	0, {InvalidOid}, NULL, 0, false, NULL, 0
 };
+
+/* this node's copy of each reference table (NULL: none here) */
+#define LOCAL_COPY(table) \
+	" (SELECT pg_catalog.format('idemjob.%I', '" table "_' OPERATOR(pg_catalog.||) d.shardid)" \
+	"  FROM pg_catalog.pg_dist_shard d JOIN pg_catalog.pg_dist_placement p" \
+	"  ON p.shardid OPERATOR(pg_catalog.=) d.shardid" \
+	"  WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'idemjob." table "'::pg_catalog.regclass" \
+	"  AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group))"
+static IjPlan local_reference_copies = {
+	"SELECT" LOCAL_COPY("contracts") "," LOCAL_COPY("certifications") "," LOCAL_COPY("capabilities") ","
+	LOCAL_COPY("owner_bindings") "," LOCAL_COPY("retry_policies") "," LOCAL_COPY("routes"),
+	0, {InvalidOid}, NULL, 0, false, NULL, 0
+};
+
+/*
+ * This node's shard groups, read once per backend and again after a
+ * relcache invalidation of idemjob.jobs (Citus sends one when a placement
+ * of its shards changes): in their own memory context, reset only when
+ * they are read again, so that an invalidation in the middle of a call
+ * frees nothing the call still holds.
+ */
+static MemoryContext groups_cxt = NULL;
+static IjShardGroup *local_groups = NULL;
+
+static void
+read_local_groups(void)
+{
+	int			n;
+	int			i;
+	int			t;
+	char	   *refs[IJ_REF_TABLES];
+
+	if (groups_cxt == NULL)
+		groups_cxt = AllocSetContextCreate(TopMemoryContext, "idemjob shard groups",
+										   ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(groups_cxt);
+	/* (SPI leaves its own context current: allocate in groups_cxt by name) */
+	run_plan(ij_prepared(&local_reference_copies), local_reference_copies.sql, NULL, NULL);
+	for (t = 0; t < IJ_REF_TABLES; t++)
+	{
+		bool		isnull;
+		Datum		d = ij_col(0, t + 1, &isnull);
+
+		refs[t] = isnull ? NULL : MemoryContextStrdup(groups_cxt, TextDatumGetCString(d));
+	}
+	n = run_plan(ij_prepared(&local_shard_groups), local_shard_groups.sql, NULL, NULL);
+	local_groups = MemoryContextAllocZero(groups_cxt, sizeof(IjShardGroup) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		for (t = 0; t < IJ_SHARD_TABLES; t++)
+			local_groups[i].names[t] = MemoryContextStrdup(groups_cxt,
+														   TextDatumGetCString(ij_col_nn(i, t + 1)));
+		for (t = 0; t < IJ_REF_TABLES; t++)
+			local_groups[i].names[IJ_SHARD_TABLES + t] = refs[t];
+		local_groups[i].min = DatumGetInt32(ij_col_nn(i, IJ_SHARD_TABLES + 1));
+		local_groups[i].max = DatumGetInt32(ij_col_nn(i, IJ_SHARD_TABLES + 2));
+	}
+	n_local_groups = n;
+}
 
 /*
  * Where a statement on many owners runs: under Citus, this node's shard
  * groups of the four tables (none on a node that holds no shard, a
  * coordinator without shards); elsewhere one group with no names, the
  * tables themselves (ij_exec_on runs the statement as it is).  Must be
- * connected; the array lives until ij_finish().
+ * connected; the array, a copy, lives until ij_finish().
  */
 int
 ij_local_shard_groups(IjShardGroup **groups)
 {
-	int			n;
 	int			i;
 	int			t;
 
@@ -450,15 +550,84 @@ ij_local_shard_groups(IjShardGroup **groups)
 		*groups = palloc0(sizeof(IjShardGroup));
 		return 1;
 	}
-	n = ij_exec(&local_shard_groups, NULL, NULL);
-	*groups = palloc(sizeof(IjShardGroup) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		for (t = 0; t < IJ_SHARD_TABLES; t++)
-			(*groups)[i].names[t] = TextDatumGetCString(ij_col_nn(i, t + 1));
-	return n;
+	if (n_local_groups < 0)
+		read_local_groups();
+	*groups = palloc(sizeof(IjShardGroup) * Max(n_local_groups, 1));
+	for (i = 0; i < n_local_groups; i++)
+	{
+		(*groups)[i] = local_groups[i];
+		for (t = 0; t < IJ_SHARD_TABLES + IJ_REF_TABLES; t++)
+			if (local_groups[i].names[t] != NULL)
+				(*groups)[i].names[t] = pstrdup(local_groups[i].names[t]);
+	}
+	return n_local_groups;
 }
 
-/* sql with each of the four tables named by its shard in g */
+/*
+ * The parameter that holds a statement's owner_hash: the one its routed
+ * conditions (IJ_ROUTE) or an INSERT's mark (IJ_ROUTE_PARAM) name, when
+ * they all name the same; -1 when it names none or several.
+ */
+static int
+route_param_of(const char *sql)
+{
+	static const char *const marks[] = {
+		"owner_hash OPERATOR(pg_catalog.=) $", "/*route $"
+	};
+	int			found = -1;
+	int			m;
+
+	for (m = 0; m < (int) lengthof(marks); m++)
+	{
+		const char *p = sql;
+
+		while ((p = strstr(p, marks[m])) != NULL)
+		{
+			int			n;
+
+			CHECK_FOR_INTERRUPTS();
+			p += strlen(marks[m]);
+			n = atoi(p);
+			if (n <= 0 || (found > 0 && n != found))
+				return -1;
+			found = n;
+		}
+	}
+	return found;
+}
+
+/*
+ * Citus: the shard group of this node that holds the rows p's parameters
+ * route it to, or NULL (no owner_hash in p, or its shard is on another
+ * node).  Citus places a row by the hash of its owner_hash with int4's
+ * hash function (owner_hash hashes as an int4), in the shard whose range
+ * holds that hash.
+ */
+static const IjShardGroup *
+route_group(IjPlan *p, Datum *values, const char *nulls)
+{
+	int32		hash;
+	int			i;
+
+	if (p->route_param == 0)
+		p->route_param = route_param_of(p->sql);
+	if (p->route_param < 0 || values == NULL ||
+		(nulls != NULL && nulls[p->route_param - 1] == 'n'))
+		return NULL;
+	if (n_local_groups < 0)
+		read_local_groups();
+	hash = DatumGetInt32(DirectFunctionCall1(hashint4, values[p->route_param - 1]));
+	for (i = 0; i < n_local_groups; i++)
+		if (hash >= local_groups[i].min && hash <= local_groups[i].max)
+			return &local_groups[i];
+	return NULL;
+}
+
+/*
+ * sql with each of the four tables named by its shard in g, and a
+ * constraint named by ON CONFLICT ON CONSTRAINT by its copy on that shard
+ * (Citus appends the shard's id: jobs_owner_key_102008)
+ */
 static char *
 shard_sql(const char *sql, const IjShardGroup *g)
 {
@@ -472,9 +641,13 @@ shard_sql(const char *sql, const IjShardGroup *g)
 		bool		done = false;
 
 		CHECK_FOR_INTERRUPTS();
-		for (t = 0; t < IJ_SHARD_TABLES && !done; t++)
+		for (t = 0; t < IJ_SHARD_TABLES + IJ_REF_TABLES && !done; t++)
 		{
 			size_t		len = strlen(shard_tables[t]);
+			const char *table = shard_tables[t] + strlen("idemjob.");
+
+			if (g->names[t] == NULL)
+				continue;		/* a reference table with no copy here */
 
 			/* the table's name as a whole word, not a prefix of another */
 			if (strncmp(p, shard_tables[t], len) == 0 &&
@@ -482,6 +655,20 @@ shard_sql(const char *sql, const IjShardGroup *g)
 			{
 				appendStringInfoString(&buf, g->names[t]);
 				p += len;
+				done = true;
+			}
+			/* ON CONSTRAINT <table>_<name>: the shard's own */
+			else if (strncmp(p, "ON CONSTRAINT ", 14) == 0 &&
+					 strncmp(p + 14, table, strlen(table)) == 0 &&
+					 p[14 + strlen(table)] == '_')
+			{
+				const char *end = p + 14;
+
+				while (isalnum((unsigned char) *end) || *end == '_')
+					end++;
+				appendBinaryStringInfo(&buf, p, end - p);
+				appendStringInfoString(&buf, strrchr(g->names[t], '_'));
+				p = end;
 				done = true;
 			}
 		}
@@ -501,15 +688,13 @@ typedef struct ShardPlan
 } ShardPlan;
 static List *shard_plans = NIL;	/* of ShardPlan *, in TopMemoryContext */
 
-/* ij_exec() of p on shard group g (NULL or no names: the tables themselves) */
-int
-ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls)
+/* p's plan on shard group g, prepared at its first use in this backend */
+static ShardPlan *
+shard_plan(IjPlan *p, const IjShardGroup *g)
 {
 	ListCell   *lc;
 	ShardPlan  *sp = NULL;
 
-	if (g == NULL || g->names[0] == NULL)
-		return ij_exec(p, values, nulls);
 	foreach(lc, shard_plans)
 	{
 		ShardPlan  *x = (ShardPlan *) lfirst(lc);
@@ -542,7 +727,53 @@ ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls)
 		MemoryContextSwitchTo(old);
 		pfree(sql);
 	}
+	return sp;
+}
+
+/* ij_exec() of p on shard group g (NULL or no names: the tables themselves) */
+int
+ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls)
+{
+	ShardPlan  *sp;
+
+	if (g == NULL || g->names[0] == NULL)
+		return ij_exec(p, values, nulls);
+	sp = shard_plan(p, g);
 	return run_plan(sp->plan, sp->sql, values, nulls);
+}
+
+/*
+ * ij_exec() of a read-only statement (its first row only) with the latest
+ * snapshot, not the statement's own: a check that must see what committed
+ * while the caller waited, under REPEATABLE READ and SERIALIZABLE too.
+ */
+int
+ij_exec_latest(IjPlan *p, Datum *values, const char *nulls)
+{
+	SPIPlanPtr	plan = NULL;
+	const char *sql = p->sql;
+	int			ret;
+
+	if (current_layout() == LAYOUT_CITUS)
+	{
+		const IjShardGroup *g = route_group(p, values, nulls);
+
+		if (g != NULL)
+		{
+			ShardPlan  *sp = shard_plan(p, g);
+
+			plan = sp->plan;
+			sql = sp->sql;
+		}
+	}
+	if (plan == NULL)
+		plan = ij_prepared(p);
+	ret = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+							   InvalidSnapshot, true, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_snapshot failed for \"%s\": %s",
+			 sql, SPI_result_code_string(ret));
+	return (int) SPI_processed;
 }
 
 /* now(): the transaction's start, as a timestamptz Datum */
@@ -572,11 +803,11 @@ ij_id_route(Datum id)
 
 static IjPlan job_route_of = {
 	"SELECT owner_hash::pg_catalog.int4 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL
+	1, {UUIDOID}, NULL, 0, false, NULL, 0
 };
 static IjPlan attempt_route_of = {
 	"SELECT owner_hash::pg_catalog.int4 FROM idemjob.attempts WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL
+	1, {UUIDOID}, NULL, 0, false, NULL, 0
 };
 
 /*

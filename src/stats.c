@@ -116,7 +116,7 @@ static IjPlan window_stats = {
 	" FROM s FULL JOIN r ON r.intent OPERATOR(pg_catalog.=) s.intent"
 	"	AND r.provider OPERATOR(pg_catalog.=) s.provider"
 	" ORDER BY 1, 2",
-	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}, NULL, CURSOR_OPT_CUSTOM_PLAN, false, NULL
+	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}, NULL, CURSOR_OPT_CUSTOM_PLAN, false, NULL, 0
 };
 
 /*

@@ -287,17 +287,17 @@ static bool callbacks_registered = false;
 
 static IjPlan job_exists = {
 	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL
+	1, {UUIDOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan job_owner = {
 	"SELECT owner_id FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL
+	1, {UUIDOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan contract_intent = {
 	"SELECT intent FROM idemjob.contracts WHERE intent OPERATOR(pg_catalog.=) $1",
-	1, {TEXTOID}, NULL, 0, false, NULL
+	1, {TEXTOID}, NULL, 0, false, NULL, 0
 };
 
 /* how long a restored row waits for its parent table's load to begin */

@@ -37,7 +37,10 @@ failed=0
 
 base=${1:-5750}
 ij_citus_install "$PG_BIN/pg_config" || die "could not install Citus"
-IJ_CITUS_PRELOAD=idemjob IJ_CITUS_DB=idemjob_citus ij_citus_start "$base" 2 || die "could not start the cluster"
+# pg_stat_statements (track = all): the statements a call runs on each node
+IJ_CITUS_PRELOAD=idemjob,pg_stat_statements IJ_CITUS_DB=idemjob_citus \
+	IJ_CITUS_CONF="pg_stat_statements.track = all" \
+	ij_citus_start "$base" 2 || die "could not start the cluster"
 workers=("${IJ_CITUS_PORTS[@]:1}")
 db=idemjob_citus
 export PGOPTIONS="-c client_min_messages=warning"
@@ -49,7 +52,8 @@ expect() {	# expect NAME SQL WANT
 	if [ "$out" = "$3" ]; then ok "$1"; else not_ok "$1" "want: $3"$'\n'"got:  $out"; fi
 }
 
-q -d $db -c "CREATE EXTENSION idemjob" >/dev/null || die "CREATE EXTENSION idemjob failed"
+q -d $db -c "CREATE EXTENSION idemjob" -c "CREATE EXTENSION pg_stat_statements" >/dev/null ||
+	die "CREATE EXTENSION idemjob failed"
 # before distribute(): plain tables on the coordinator; distribute() wants
 # them empty (docs/scaling.md#citus)
 check "before distribute(): a job submitted and claimed on the coordinator's own tables" $db \
@@ -143,29 +147,43 @@ expect "a spent key never starts a job again (IJ001 for another request)" \
 	"SELECT 1 FROM idemjob.submit('carol', 'spent-1', 'charge', '{}')" "ERROR:  IJ001"
 
 ij_log "one node, one shard group per call"
-# the statements each call runs, as the nodes log them: the coordinator
-# sends the call (citus.log_remote_commands), the worker runs its
-# statements on its own shards (citus.log_local_commands, relayed)
+# the coordinator sends the call (citus.log_remote_commands); on the node
+# it reaches, the call's statements run on the shards of one group as that
+# node's own statements (pg_stat_statements, track = all), Citus planning
+# and running none of them (citus.log_local_commands would show it)
 for port in "${IJ_CITUS_PORTS[@]}"; do
 	q -d $db -p "$port" -c "ALTER SYSTEM SET citus.log_local_commands = on" \
 		-c "ALTER SYSTEM SET citus.log_remote_commands = on" -c "SELECT pg_reload_conf()" >/dev/null
 done
 sleep 1
 tx0=$(q -d $db -c "SELECT count(*) FROM pg_dist_transaction")
+# the shards the statements recorded on a node name, and their calls
+shards_seen="SELECT string_agg(DISTINCT m[1], ',') FROM pg_stat_statements s,
+	regexp_matches(s.query, 'idemjob\.(?:jobs|attempts|race_log|spent_keys)_([0-9]+)', 'g') m
+	WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
 traced() {	# traced NAME SQL: the call reaches one node, and one shard group there
-	local out remote shards groups
+	local out remote planned port seen shards="" nodes=0 groups
+	for port in "${IJ_CITUS_PORTS[@]}"; do
+		q -d $db -p "$port" -c "SELECT pg_stat_statements_reset()" >/dev/null
+	done
 	out=$(PGOPTIONS="-c client_min_messages=notice" q -d $db -c "$2" 2>&1 >/dev/null)
 	remote=$(grep -c "issuing " <<<"$out")
-	shards=$(grep -oE "idemjob\.[a-z_]+_[0-9]{6,}" <<<"$out" | grep -oE "[0-9]+$" | sort -u | paste -sd, -)
+	planned=$(grep "executing the command locally" <<<"$out" |
+		grep -cE "idemjob\.(jobs|attempts|race_log|spent_keys)_[0-9]+")
+	for port in "${IJ_CITUS_PORTS[@]}"; do
+		seen=$(q -d $db -p "$port" -c "$shards_seen")
+		[ -n "$seen" ] && nodes=$((nodes + 1)) && shards=${shards:+$shards,}$seen
+	done
 	if [ -z "$shards" ]; then
-		not_ok "$1: one node, one shard group" "no shard in the log:"$'\n'"$out"
+		not_ok "$1: one node, one shard group" "no shard in pg_stat_statements; the log:"$'\n'"$out"
 		return
 	fi
 	groups=$(q -d $db -c "SELECT count(DISTINCT shardminvalue) FROM pg_dist_shard WHERE shardid IN ($shards)")
-	if [ "$remote" = 1 ] && [ "$groups" = 1 ]; then
-		ok "$1: sent whole to one node, its statements on shards $shards (one group)"
+	if [ "$remote" = 1 ] && [ "$nodes" = 1 ] && [ "$groups" = 1 ] && [ "$planned" = 0 ]; then
+		ok "$1: sent whole to one node, its statements there on shards $shards (one group), none through Citus"
 	else
-		not_ok "$1: one node, one shard group" "$remote commands sent, shards $shards in $groups groups:"$'\n'"$out"
+		not_ok "$1: one node, one shard group" \
+			"$remote commands sent, shards $shards on $nodes nodes in $groups groups, $planned run by Citus:"$'\n'"$out"
 	fi
 }
 traced "submit" "SELECT job_id FROM idemjob.submit('dave', 'order-9', 'charge', '{}')"
@@ -184,6 +202,46 @@ if [ "$tx0" = "$tx1" ]; then
 else
 	not_ok "no two-phase commit" "pg_dist_transaction: $tx0 rows before, $tx1 after"
 fi
+
+ij_log "calls inside transaction blocks (force_delegation)"
+# run SQL (several statements, each sent alone as a client sends it): its
+# output, errors as "ERROR:  SQLSTATE"; stops at the first error
+run() {
+	q -d $db -f - <<<"\\set VERBOSITY sqlstate
+$1" 2>&1 | sed 's/^psql:<stdin>:[0-9]*: //'
+}
+out=$(run "BEGIN;
+SELECT job_id AS tj FROM idemjob.submit('erin', 'tx-1', 'charge', '{}') \\gset
+SELECT id AS ta FROM idemjob.start_attempt(:'tj', timeout => '1 hour') \\gset
+SELECT outcome FROM idemjob.complete_attempt(:'ta', '{\"ok\": 1}');
+SELECT job_id = :'tj' AND NOT created FROM idemjob.submit('erin', 'tx-1', 'charge', '{}');
+SELECT state FROM idemjob.job(:'tj');
+COMMIT;
+SELECT state FROM idemjob.jobs WHERE id = :'tj';")
+[ "$out" = $'won\nt\nsucceeded\nsucceeded' ] &&
+	ok "BEGIN; submit, start_attempt, complete_attempt (won), a double click, job; COMMIT: succeeded" ||
+	not_ok "BEGIN; submit ... COMMIT" "$out"
+out=$(run "BEGIN;
+SELECT 1 FROM idemjob.submit('erin', 'tx-2', 'charge', '{}');
+SELECT 1 FROM idemjob.submit('erin', 'tx-2', 'charge', '{\"other\": 1}');")
+[ "$out" = $'1\nERROR:  IJ001' ] && ok "the same key with other params inside a block: IJ001" ||
+	not_ok "the same key with other params inside a block: IJ001" "$out"
+check "... and nothing of the block committed" $db \
+	"SELECT count(*) = 0 FROM idemjob.jobs WHERE owner_id = 'erin' AND idempotency_key = 'tx-2'"
+out=$(run "BEGIN;
+SELECT 1 FROM idemjob.submit('frank', 'tx-3', 'charge', '{}');
+ROLLBACK;
+SELECT count(*) FROM idemjob.jobs WHERE owner_id = 'frank';")
+[ "$out" = $'1\n0' ] && ok "ROLLBACK undoes a submit sent to a worker" ||
+	not_ok "ROLLBACK undoes a submit sent to a worker" "$out"
+out=$(run "BEGIN;
+$(for i in $(seq 1 8); do printf "SELECT FROM idemjob.submit('multi-%s', 'tx-4', 'charge', '{}');\n" "$i"; done)
+COMMIT;")
+check "one block, owners on both workers: every submit committed (two-phase)" $db \
+	"SELECT count(*) = 8 AND count(DISTINCT p.groupid) = 2
+	 FROM idemjob.jobs j
+	 JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('idemjob.jobs', j.owner_hash)
+	 WHERE j.idempotency_key = 'tx-4'"
 
 ij_log "claim, expiry and purge, on each node over its own shards"
 for port in "${IJ_CITUS_PORTS[@]}"; do
@@ -262,6 +320,25 @@ check "each node's sweeper expires its own shards: the 6 claimed attempts unknow
 	 WHERE j.intent = 'swept'"
 check "... a sweeper on every node" $db \
 	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idemjob sweeper'" -p "${workers[0]}"
+
+# every row in the shard Citus computes for its owner_hash: the calls
+# write into a shard they choose themselves (docs/scaling.md#citus)
+misplaced=$(on_each_node "SET citus.override_table_visibility = off;
+	SELECT coalesce(sum(n), 0) FROM (
+	  SELECT (xpath('/row/n/text()', query_to_xml(format(
+	    'SELECT count(*) AS n FROM idemjob.%I WHERE get_shard_id_for_distribution_column(%L, owner_hash) <> %s',
+	    t.relname || '_' || d.shardid, 'idemjob.' || t.relname, d.shardid), false, false, '')))[1]::text::int AS n
+	  FROM pg_dist_shard d JOIN pg_dist_placement p ON p.shardid = d.shardid
+	  JOIN pg_class t ON t.oid = d.logicalrelid
+	  WHERE t.relname IN ('jobs', 'attempts', 'race_log', 'spent_keys')
+	    AND p.groupid = (SELECT groupid FROM pg_dist_local_group)) x")
+rows=$(q -d $db -c "SELECT (SELECT count(*) FROM idemjob.jobs) + (SELECT count(*) FROM idemjob.attempts)
+	+ (SELECT count(*) FROM idemjob.race_log) + (SELECT count(*) FROM idemjob.spent_keys)")
+if [ "$misplaced" = 0 ] && [ "$rows" -gt 0 ]; then
+	ok "each of the $rows rows lies in the shard Citus computes for its owner_hash"
+else
+	not_ok "each row in the shard of its owner_hash" "misplaced: $misplaced (of $rows)"
+fi
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"
