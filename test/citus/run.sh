@@ -13,13 +13,18 @@
 #     in doubt blocking the next (IJ002), a timeout made unknown and still
 #     blocking, a late result after a fence lost and logged, a result sent
 #     again (I7), a finished job (IJ003), a spent key (IJ001), await_job;
-#   - that each call reaches one node, and there one shard group only (the
-#     statements Citus runs, as citus.log_remote_commands and
-#     citus.log_local_commands report them), with no two-phase commit;
+#   - that each call reaches one node (citus.log_remote_commands), and
+#     there one shard group only (pg_stat_statements, track = all, on every
+#     node), none of its statements run by Citus (citus.log_local_commands),
+#     with no two-phase commit;
+#   - calls inside transaction blocks (force_delegation): a whole job, a
+#     double click, IJ001 rolling the block back, ROLLBACK, one block over
+#     owners on both workers;
 #   - claim, expire_attempts, abandon_attempts and purge on each node, each
 #     over its own shards: every job claimed once, none by the coordinator,
 #     deadlines expired, a purged key refused (IJ007); each node's
-#     sweeper expiring its own shards.
+#     sweeper expiring its own shards;
+#   - every row in the shard Citus computes for its owner_hash.
 # Prints one ok/FAIL line per check and exits non-zero on any failure.
 #
 # IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
