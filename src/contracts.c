@@ -118,11 +118,11 @@ static IjPlan certify_row = {
 	" (intent, provider, contract_version, evidence)"
 	" VALUES ($1, $2, $3, $4)"
 	" ON CONFLICT (intent, provider, contract_version) DO UPDATE"
-	" SET certified_at = pg_catalog.now(), evidence = EXCLUDED.evidence,"
+	" SET certified_at = $5, evidence = EXCLUDED.evidence,"
 	" revoked_at = NULL, revoke_reason = NULL"
 	" WHERE c.revoked_at IS NOT NULL"
 	" RETURNING *",
-	4, {TEXTOID, TEXTOID, INT4OID, JSONBOID}, NULL, 0, false, NULL, 0
+	5, {TEXTOID, TEXTOID, INT4OID, JSONBOID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan certification_row = {
@@ -424,8 +424,8 @@ idemjob_certify_provider(PG_FUNCTION_ARGS)
 	text	   *intent;
 	text	   *provider;
 	Jsonb	   *evidence;
-	Datum		args[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum		result;
 
 	ij_require(fcinfo, 0, "intent");
@@ -443,6 +443,8 @@ idemjob_certify_provider(PG_FUNCTION_ARGS)
 	args[2] = ij_col_nn(0, 1);
 	args[3] = evidence ? JsonbPGetDatum(evidence) : (Datum) 0;
 	nulls[3] = evidence ? ' ' : 'n';
+	/* now(): Citus refuses a function in DO UPDATE SET */
+	args[4] = IJ_NOW_DATUM();
 
 	/* certified already at this version: the row as stored (I7) */
 	if (ij_exec(&certify_row, args, nulls) == 0)

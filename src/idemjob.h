@@ -161,6 +161,7 @@ extern bool ij_reroute(bool attempt, Datum id, int32 *route);
 /* triggers.c: the statement ij_exec() runs does not fire the guards */
 extern const char *guard_skip_text;
 extern void ij_guards_init(void);
+extern bool ij_holds_rows_of(Relation rel, const char *relname);
 extern void ij_guards_xact_end(void);
 
 extern void ij_planner_init(void);

@@ -516,6 +516,46 @@ bindings_inval_callback(Datum arg, Oid relid)
 }
 
 /*
+ * Under Citus owner_bindings is a reference table: its rows are in this
+ * node's copy, idemjob.owner_bindings_<shard id> (every node Citus knows
+ * has one), and the shell table of that name is empty.  The copy, or relid
+ * itself where there is none.  Reads pg_dist_shard by a plain scan: this
+ * may run where no query can (a parallel worker's filter).
+ */
+static Oid
+local_copy(Oid relid, Oid nsp, const char *relname)
+{
+	Oid			dist_shard;
+	Oid			copy = InvalidOid;
+	Relation	rel;
+	ScanKeyData key;
+	TableScanDesc scan;
+	HeapTuple	tup;
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return relid;
+	dist_shard = get_relname_relid("pg_dist_shard", PG_CATALOG_NAMESPACE);
+	if (!OidIsValid(dist_shard))
+		return relid;
+	rel = table_open(dist_shard, AccessShareLock);
+	/* pg_dist_shard: logicalrelid (1), shardid (2) */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = table_beginscan_catalog(rel, 1, &key);
+	if ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		shardid = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			copy = get_relname_relid(psprintf("%s_" INT64_FORMAT, relname,
+											  DatumGetInt64(shardid)), nsp);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return OidIsValid(copy) ? copy : relid;
+}
+
+/*
  * Read the table into bindings[].  With the latest snapshot, taken after
  * the table's lock (so after every invalidation sent before it): a binding
  * committed before is seen under any isolation level.  An invalidation
@@ -554,6 +594,8 @@ load_bindings(void)
 			bindings_valid = true;
 			return;
 		}
+		/* Citus: this node's copy, whose trigger invalidates bindings_relid */
+		bindings_relid = local_copy(bindings_relid, nsp, "owner_bindings");
 
 		rel = table_open(bindings_relid, AccessShareLock);
 		/*
@@ -993,9 +1035,9 @@ idemjob_revoke_capability(PG_FUNCTION_ARGS)
 static IjPlan record_binding = {
 	"INSERT INTO idemjob.owner_bindings AS b (bound_role, mode) VALUES ($1, $2)"
 	" ON CONFLICT (bound_role) DO UPDATE SET mode = EXCLUDED.mode,"
-	" bound_at = pg_catalog.now()"
+	" bound_at = $3"
 	" WHERE b.mode OPERATOR(pg_catalog.<>) EXCLUDED.mode",
-	2, {REGROLEOID, TEXTOID}, NULL, 0, false, NULL, 0
+	3, {REGROLEOID, TEXTOID, TIMESTAMPTZOID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan forget_binding = {
@@ -1039,7 +1081,7 @@ idemjob_bind_owner(PG_FUNCTION_ARGS)
 	BindMode	m;
 	char	   *setting;
 	char	   *key;
-	Datum		args[2];
+	Datum		args[3];
 
 	ij_require(fcinfo, 1, "mode");
 	mode = text_to_cstring(PG_GETARG_TEXT_PP(1));
@@ -1052,6 +1094,7 @@ idemjob_bind_owner(PG_FUNCTION_ARGS)
 	ij_connect();
 	args[0] = ObjectIdGetDatum(role);
 	args[1] = PG_GETARG_DATUM(1);
+	args[2] = IJ_NOW_DATUM();	/* Citus refuses now() in DO UPDATE SET */
 	ij_exec(&record_binding, args, NULL);
 	ij_finish();
 	log_right("bound owner binding", PG_GETARG_DATUM(1), "to", role);
@@ -1095,8 +1138,7 @@ idemjob_owner_bindings_changed(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
 				 errmsg("idemjob.owner_bindings_changed() is a trigger function")));
 	if (TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
-		strcmp(RelationGetRelationName(td->tg_relation), "owner_bindings") != 0 ||
-		RelationGetNamespace(td->tg_relation) != get_namespace_oid("idemjob", false))
+		!ij_holds_rows_of(td->tg_relation, "owner_bindings"))
 		ereport(ERROR,
 				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
 				 errmsg("idemjob.owner_bindings_changed() fires only AFTER ... FOR EACH STATEMENT on idemjob.owner_bindings")));

@@ -780,6 +780,15 @@ holds_rows_of(Relation rel, Oid nsp, const char *relname)
 	return false;
 }
 
+/* holds_rows_of() for the functions of other files */
+bool
+ij_holds_rows_of(Relation rel, const char *relname)
+{
+	Oid			nsp = get_namespace_oid("idemjob", true);
+
+	return OidIsValid(nsp) && holds_rows_of(rel, nsp, relname);
+}
+
 /*
  * Is rel a relation of tables[which]?  Compares the OID of the last one
  * resolved, then looks in the ones resolved before; on a miss, checks what

@@ -151,6 +151,36 @@ q -d $db -c "INSERT INTO idemjob.spent_keys (owner_id, idempotency_key, request_
 expect "a spent key never starts a job again (IJ001 for another request)" \
 	"SELECT 1 FROM idemjob.submit('carol', 'spent-1', 'charge', '{}')" "ERROR:  IJ001"
 
+ij_log "owner bindings and certifications on every node"
+# owner_bindings is a reference table: each node reads its own copy (the
+# shell table is empty), and the upserts pass the clock, not now(), which
+# Citus refuses in DO UPDATE SET
+q -d $db -c "CREATE ROLE tenant_7 LOGIN" -c "CREATE ROLE api LOGIN" \
+	-c "SELECT idemjob.grant_capability(r::regrole, 'client') FROM unnest(ARRAY['tenant_7', 'api']) r" >/dev/null ||
+	not_ok "roles and capabilities"
+expect "bind_owner: a role bound to its own name" "SELECT count(*) FROM (SELECT idemjob.bind_owner('tenant_7', 'role')) b" 1
+expect "bind_owner again: the same (I7)" "SELECT count(*) FROM (SELECT idemjob.bind_owner('tenant_7', 'role')) b" 1
+expect "bind_owner: a role bound to a setting" "SELECT count(*) FROM (SELECT idemjob.bind_owner('api', 'setting:app.owner')) b" 1
+as_role() { q -d $db -U "$1" -f - <<<"\\set VERBOSITY sqlstate
+$2" 2>&1 | sed 's/^psql:<stdin>:[0-9]*: //'; }
+out=$(as_role tenant_7 "SELECT created FROM idemjob.submit('tenant_7', 'bound-1', 'charge', '{}');")
+[ "$out" = t ] && ok "the bound role submits for its owner, through the coordinator" ||
+	not_ok "the bound role submits for its owner" "$out"
+out=$(as_role tenant_7 "SELECT created FROM idemjob.submit('tenant_8', 'bound-1', 'charge', '{}');")
+[ "$out" = "ERROR:  42501" ] && ok "... and for another owner: 42501, on the worker that runs it" ||
+	not_ok "the bound role submits for another owner: 42501" "$out"
+out=$(as_role api "BEGIN;
+SET LOCAL app.owner = 'acme';
+SELECT created FROM idemjob.submit('acme', 'bound-2', 'charge', '{}');")
+[ "$out" = "ERROR:  42501" ] && ok "a setting binding: the coordinator's setting does not reach the worker, refused (42501)" ||
+	not_ok "a setting binding refused on the worker" "$out"
+expect "certify_provider, and again (I7)" \
+	"SELECT idemjob.define_contract('charge', '{\"type\": \"object\"}') IS NOT NULL;
+	 SELECT provider FROM idemjob.certify_provider('charge', 'fallback', '{}');
+	 SELECT provider FROM idemjob.certify_provider('charge', 'fallback', '{}')" "t
+fallback
+fallback"
+
 ij_log "one node, one shard group per call"
 # the coordinator sends the call (citus.log_remote_commands); on the node
 # it reaches, the call's statements run on the shards of one group as that
