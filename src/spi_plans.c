@@ -440,8 +440,10 @@ ij_exec(IjPlan *p, Datum *values, const char *nulls)
 /*
  * Citus: the statements that read many owners at once (claim, expiry,
  * purge) run on each node over that node's own shards, one shard group at
- * a time: the text with each table named by its shard (idemjob.jobs ->
- * idemjob.jobs_102008), prepared once per backend and shard group.  A
+ * a time, and a statement on one owner's rows runs on its group when the
+ * group is on this node (ij_exec): the text with each table named by its
+ * shard (idemjob.jobs -> idemjob.jobs_102008) and each reference table by
+ * this node's copy, prepared once per backend and shard group.  A
  * shard is a plain table of the node, so these statements keep their
  * plans, their row locks and SKIP LOCKED, and fire the guards' shard
  * copies, which return at once on the trusted path.
@@ -534,7 +536,8 @@ read_local_groups(void)
 
 /*
  * Where a statement on many owners runs: under Citus, this node's shard
- * groups of the four tables (none on a node that holds no shard, a
+ * groups of the four tables, with its copies of the reference tables
+ * (none on a node that holds no shard, a
  * coordinator without shards); elsewhere one group with no names, the
  * tables themselves (ij_exec_on runs the statement as it is).  Must be
  * connected; the array, a copy, lives until ij_finish().
