@@ -8,6 +8,7 @@ OBJS = \
 	src/idemjob.o \
 	src/uuidv7.o \
 	src/spi_plans.o \
+	src/forward.o \
 	src/jobs.o \
 	src/attempts.o \
 	src/commit.o \

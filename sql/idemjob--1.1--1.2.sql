@@ -647,6 +647,27 @@ CREATE CAST (idemjob.owner_hash AS pg_catalog.uuid)
 CREATE CAST (idemjob.owner_hash AS pg_catalog.int4) WITHOUT FUNCTION AS IMPLICIT;
 CREATE CAST (pg_catalog.int4 AS idemjob.owner_hash) WITHOUT FUNCTION AS ASSIGNMENT;
 
+-- claim() on the node that holds the rows of owner_hash node: under Citus
+-- (docs/scaling.md#citus), what claim() on a coordinator without shards
+-- calls on each node that has some; elsewhere it is claim()
+CREATE FUNCTION idemjob.claim_on(
+	node idemjob.owner_hash,
+	worker pg_catalog.text,
+	intents pg_catalog.text[] DEFAULT NULL,
+	max_jobs pg_catalog.int4 DEFAULT 1,
+	timeout pg_catalog.interval DEFAULT NULL,
+	wait pg_catalog.interval DEFAULT '0'::pg_catalog.interval,
+	lease pg_catalog.bool DEFAULT false)
+RETURNS TABLE(attempt_id pg_catalog.uuid, job_id pg_catalog.uuid,
+			  owner_id pg_catalog.text, intent pg_catalog.text,
+			  params pg_catalog.jsonb, provider pg_catalog.text,
+			  attempt_no pg_catalog.int4, read_version pg_catalog.int8,
+			  deadline pg_catalog.timestamptz)
+AS 'MODULE_PATHNAME', 'idemjob_claim_on'
+LANGUAGE C VOLATILE ROWS 1;
+REVOKE ALL ON FUNCTION idemjob.claim_on(idemjob.owner_hash, pg_catalog.text, pg_catalog.text[],
+	pg_catalog.int4, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+
 --
 -- The column.  Each table is rewritten once, with owner_hash computed from
 -- the row's owner (a generated column whose expression is then dropped).
@@ -930,7 +951,8 @@ DECLARE
 		'idemjob.mark_unknown(uuid,text)', 'attempt_id',
 		'idemjob.cancel_attempt(uuid,text,boolean)', 'attempt_id',
 		'idemjob.heartbeat(uuid,interval)', 'attempt_id',
-		'idemjob.begin_attempt(uuid)', 'attempt_id'];
+		'idemjob.begin_attempt(uuid)', 'attempt_id',
+		'idemjob.claim_on(idemjob.owner_hash,text,text[],int4,interval,interval,boolean)', 'node'];
 	t pg_catalog.text;
 	i pg_catalog.int4;
 BEGIN

@@ -168,6 +168,7 @@ INSERT INTO calls VALUES
 	('await_job', format($$SELECT idemjob.await_job(%L, '1 ms')$$, :'job')),
 	('cancel_job', format($$SELECT idemjob.cancel_job(%L, 'test')$$, :'job')),
 	('claim', $$SELECT idemjob.claim('w9')$$),
+	('claim_on', $$SELECT idemjob.claim_on('0', 'w9')$$),
 	('start_attempt', format($$SELECT idemjob.start_attempt(%L)$$, :'job')),
 	('heartbeat', format($$SELECT idemjob.heartbeat(%L)$$, :'att')),
 	('complete_attempt', format($$SELECT idemjob.complete_attempt(%L, '{}')$$, :'att')),

@@ -510,6 +510,7 @@ idemjob_start_attempt(PG_FUNCTION_ARGS)
 	if (timeout != NULL)
 		deadline = ij_deadline_after(GetCurrentTransactionStartTimestamp(),
 									 timeout, "timeout");
+	IJ_FORWARD(route);
 
 	ij_connect();
 
@@ -654,6 +655,7 @@ idemjob_fail_attempt(PG_FUNCTION_ARGS)
 	retryable = PG_GETARG_BOOL(2);
 	if (error == NULL)
 		error = ij_note("failed", NULL);
+	IJ_FORWARD(ij_id_route(PG_GETARG_DATUM(0)));
 
 	ij_connect();
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
@@ -703,6 +705,7 @@ idemjob_mark_unknown(PG_FUNCTION_ARGS)
 	ij_require(fcinfo, 1, "reason");
 	note = ij_note("unknown", text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	ij_check_payload(JsonbPGetDatum(note), "reason");
+	IJ_FORWARD(ij_id_route(PG_GETARG_DATUM(0)));
 
 	ij_connect();
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
@@ -744,6 +747,7 @@ idemjob_cancel_attempt(PG_FUNCTION_ARGS)
 	note = ij_note("cancelled", text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	ij_check_payload(JsonbPGetDatum(note), "reason");
 	fence = PG_GETARG_BOOL(2);
+	IJ_FORWARD(ij_id_route(PG_GETARG_DATUM(0)));
 
 	ij_connect();
 	ij_lock_attempt(PG_GETARG_DATUM(0), &a);
@@ -1053,6 +1057,7 @@ idemjob_begin_attempt(PG_FUNCTION_ARGS)
 	ij_require(fcinfo, 0, "attempt_id");
 
 	id = PG_GETARG_DATUM(0);
+	IJ_FORWARD(ij_id_route(id));
 	ij_connect();
 	args[0] = id;
 	args[1] = Int32GetDatum(ij_id_route(id));

@@ -82,6 +82,7 @@ idemjob_job(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	ij_require(fcinfo, 0, "job_id");
+	IJ_FORWARD(ij_id_route(PG_GETARG_DATUM(0)));
 	ij_connect();
 	(void) read_job(PG_GETARG_DATUM(0));
 	result = ij_row_datum(0, fcinfo);
@@ -132,6 +133,7 @@ idemjob_await_job(PG_FUNCTION_ARGS)
 			USECS_PER_DAY + timeout->time;
 	timeout_us = ij_capped_wait(timeout_us);
 	end = GetCurrentTimestamp() + timeout_us;
+	IJ_FORWARD(ij_id_route(job_id));
 
 	ij_connect();
 	for (;;)

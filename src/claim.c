@@ -52,14 +52,19 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "idemjob.h"
 
 PG_FUNCTION_INFO_V1(idemjob_claim);
+PG_FUNCTION_INFO_V1(idemjob_claim_on);
 PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 
+static Datum claim(FunctionCallInfo fcinfo, int a);
+static bool claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts,
+						   int32 max_jobs, int64 wait_us);
 static int	claim_here(IjPlan *plan, const IjShardGroup *groups, int ngroups,
 					   Datum *args, const char *nulls, Tuplestorestate *ts, int32 max_jobs);
 
@@ -255,6 +260,28 @@ materialize(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 Datum
 idemjob_claim(PG_FUNCTION_ARGS)
 {
+	return claim(fcinfo, 0);
+}
+
+/*
+ * idemjob.claim_on(node, worker, intents, max_jobs, timeout, wait, lease)
+ *		RETURNS the same as claim()
+ *
+ * claim() on the node that holds the rows of owner_hash node: under Citus
+ * (distribute() registers it by node), what claim() on a node with no
+ * shards calls on each node that has some (claim_on_nodes()).  Elsewhere
+ * node changes nothing.
+ */
+Datum
+idemjob_claim_on(PG_FUNCTION_ARGS)
+{
+	return claim(fcinfo, 1);
+}
+
+/* claim() with its arguments from fcinfo's argument a on */
+static Datum
+claim(FunctionCallInfo fcinfo, int a)
+{
 	IJ_ENTRY();
 	text	   *worker;
 	int32		max_jobs;
@@ -274,22 +301,24 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	int			ngroups;
 
 	/* arguments first: 22004, then 22023 */
-	ij_require(fcinfo, 0, "worker");
-	ij_require(fcinfo, 2, "max_jobs");
-	ij_require(fcinfo, 4, "wait");
-	ij_require(fcinfo, 5, "lease");
-	lease = PG_GETARG_BOOL(5);
-	worker = ij_name_arg(fcinfo, 0, "worker", false);
-	max_jobs = PG_GETARG_INT32(2);
+	if (a > 0)
+		ij_require(fcinfo, 0, "node");
+	ij_require(fcinfo, a + 0, "worker");
+	ij_require(fcinfo, a + 2, "max_jobs");
+	ij_require(fcinfo, a + 4, "wait");
+	ij_require(fcinfo, a + 5, "lease");
+	lease = PG_GETARG_BOOL(a + 5);
+	worker = ij_name_arg(fcinfo, a + 0, "worker", false);
+	max_jobs = PG_GETARG_INT32(a + 2);
 	if (max_jobs < 1 || max_jobs > CLAIM_MAX_JOBS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("argument \"max_jobs\" must be between 1 and %d", CLAIM_MAX_JOBS),
 				 errdetail("It is %d.", max_jobs)));
-	timeout = timeout_arg(fcinfo, 3, "timeout");
+	timeout = timeout_arg(fcinfo, a + 3, "timeout");
 	if (timeout != NULL)
 		(void) ij_deadline_after(GetCurrentTransactionStartTimestamp(), timeout, "timeout");
-	wait = PG_GETARG_INTERVAL_P(4);
+	wait = PG_GETARG_INTERVAL_P(a + 4);
 	if (interval_negative(wait))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -306,11 +335,13 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	owner = ij_bound_owner();
 
 	ts = materialize(fcinfo, &tupdesc);
+	if (a == 0 && claim_on_nodes(fcinfo, ts, max_jobs, wait_us))
+		return (Datum) 0;
 
 	if (wait_us > 0)
 		wait_end = GetCurrentTimestamp() + wait_us;
 
-	if (PG_ARGISNULL(1))
+	if (PG_ARGISNULL(a + 1))
 	{
 		plan = claim_plans[0];
 		args[1] = (Datum) 0;
@@ -318,7 +349,7 @@ idemjob_claim(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		ArrayType  *intents = PG_GETARG_ARRAYTYPE_P(1);
+		ArrayType  *intents = PG_GETARG_ARRAYTYPE_P(a + 1);
 		Datum	   *elems;
 		bool	   *elnulls;
 		int			nelems;
@@ -388,6 +419,89 @@ idemjob_claim(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Citus, on a node that holds no shard (a coordinator without shards): the
+ * claim asks each node that holds some in turn, through claim_on() with a
+ * value of owner_hash whose rows lie there, as the caller (Citus sends the
+ * call there, inside the caller's transaction); each is asked for what the
+ * nodes before it left of max_jobs, from a node one further on at each
+ * round.  A waiting claim asks them all again after each sleep.  False
+ * elsewhere: claim here.
+ */
+static bool
+claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts, int32 max_jobs, int64 wait_us)
+{
+	static int	next_node = 0;
+	TimestampTz wait_end = GetCurrentTimestamp() + wait_us;
+	Oid		   *argtypes;
+	int			nargs;
+	int32	   *nodes;
+	int			nnodes;
+
+	if (ij_forwarding())
+		return false;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	nnodes = ij_shard_nodes(&nodes);
+	if (nnodes < 0)
+	{
+		SPI_finish();
+		return false;
+	}
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	for (;;)
+	{
+		int32		total = 0;
+		int			i;
+		TimestampTz clock;
+		long		sleep_ms;
+
+		for (i = 0; i < nnodes && total < max_jobs; i++)
+		{
+			StringInfoData sql;
+			int			arg;
+			int			n;
+			int			r;
+
+			initStringInfo(&sql);
+			appendStringInfo(&sql, "SELECT * FROM idemjob.claim_on('%d'::idemjob.owner_hash",
+							 nodes[(next_node + i) % nnodes]);
+			for (arg = 0; arg < nargs; arg++)
+			{
+				appendStringInfoString(&sql, ", ");
+				if (arg == 2)	/* max_jobs: what is left */
+					ij_append_literal(&sql, argtypes[arg], Int32GetDatum(max_jobs - total), false);
+				else if (arg == 4)	/* wait: this node waits */
+					appendStringInfoString(&sql, "'0'::pg_catalog.interval");
+				else
+					ij_append_literal(&sql, argtypes[arg], fcinfo->args[arg].value,
+									  fcinfo->args[arg].isnull);
+			}
+			appendStringInfoChar(&sql, ')');
+			n = ij_forward_sql_rows(sql.data);
+			for (r = 0; r < n; r++)
+				tuplestore_puttuple(ts, SPI_tuptable->vals[r]);
+			SPI_freetuptable(SPI_tuptable);
+			total += n;
+		}
+		if (nnodes > 0)
+			next_node = (next_node + 1) % nnodes;
+		if (total > 0 || wait_us == 0)
+			break;
+		clock = GetCurrentTimestamp();
+		if (clock >= wait_end)
+			break;
+		sleep_ms = (long) Min((wait_end - clock + 999) / 1000, CLAIM_POLL_MS);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		ij_check_client();
+	}
+	SPI_finish();
+	return true;
+}
+
+/*
  * Claim on the tables (one group with no names), or, under Citus, on this
  * node's shard groups in turn, each asked for what the groups before it left of
  * max_jobs ($4), from a group one further on at each call so that no
@@ -445,6 +559,7 @@ idemjob_heartbeat(PG_FUNCTION_ARGS)
 		args[1] = (Datum) 0;
 		nulls[1] = 'n';
 	}
+	IJ_FORWARD(ij_id_route(args[0]));
 
 	ij_connect();
 	ij_lock_attempt(args[0], &a);

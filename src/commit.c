@@ -474,6 +474,7 @@ idemjob_complete_attempt(PG_FUNCTION_ARGS)
 	ij_require(fcinfo, 0, "attempt_id");
 	ij_require(fcinfo, 1, "result");
 	result = ij_jsonb_arg(fcinfo, 1, "result", false);
+	IJ_FORWARD(ij_id_route(PG_GETARG_DATUM(0)));
 
 	ij_connect();
 

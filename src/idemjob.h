@@ -14,6 +14,7 @@
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -180,6 +181,8 @@ typedef struct IjShardGroup
 	int32		max;			/* group holds */
 } IjShardGroup;
 extern int	ij_local_shard_groups(IjShardGroup **groups);
+extern bool ij_rows_elsewhere(int32 owner_hash);
+extern int	ij_shard_nodes(int32 **hashes);
 extern int	ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
 extern int	ij_exec_latest(IjPlan *p, Datum *values, const char *nulls);
 extern int	ij_exec_in_order(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
@@ -192,6 +195,18 @@ extern void ij_relcache_register(void (*fn) (Datum arg, Oid relid));
 extern void ij_rowtypes_xact_end(void);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
 extern void ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+/* forward.c: Citus, a call whose rows are on another node runs there */
+extern bool ij_forward(FunctionCallInfo fcinfo, int32 owner_hash, Datum *result);
+extern bool ij_forwarding(void);
+extern void ij_append_literal(StringInfo buf, Oid type, Datum value, bool isnull);
+extern int	ij_forward_sql_rows(const char *sql);
+#define IJ_FORWARD(owner_hash) \
+	do { \
+		Datum		forwarded_; \
+		if (ij_forward(fcinfo, (owner_hash), &forwarded_)) \
+			return forwarded_; \
+	} while (0)
 
 /* argument checks shared by every function (idemjob.c) */
 extern void ij_require(FunctionCallInfo fcinfo, int argno, const char *name);

@@ -156,6 +156,7 @@ idemjob_submit(PG_FUNCTION_ARGS)
 
 	/* the job's id carries its owner_hash (docs/scaling.md) */
 	owner_hash = ij_owner_hash(owner_id);
+	IJ_FORWARD(owner_hash);
 	args[0] = UUIDPGetDatum(idemjob_new_uuid_with_hash(owner_hash));
 	args[9] = Int32GetDatum(owner_hash);
 	args[1] = PointerGetDatum(owner_id);
@@ -261,6 +262,7 @@ idemjob_cancel_job(PG_FUNCTION_ARGS)
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = PG_GETARG_DATUM(1);
 	route = ij_id_route(args[0]);
+	IJ_FORWARD(route);
 
 	ij_connect();
 	n = ij_exec_id(&lock_job, args[0], route);

@@ -607,23 +607,96 @@ route_param_of(const char *sql)
  * holds that hash.
  */
 static const IjShardGroup *
-route_group(IjPlan *p, Datum *values, const char *nulls)
+local_group_of(int32 owner_hash)
 {
 	int32		hash;
 	int			i;
 
+	if (n_local_groups < 0)
+		read_local_groups();
+	hash = DatumGetInt32(DirectFunctionCall1(hashint4, Int32GetDatum(owner_hash)));
+	for (i = 0; i < n_local_groups; i++)
+		if (hash >= local_groups[i].min && hash <= local_groups[i].max)
+			return &local_groups[i];
+	return NULL;
+}
+
+static const IjShardGroup *
+route_group(IjPlan *p, Datum *values, const char *nulls)
+{
 	if (p->route_param == 0)
 		p->route_param = route_param_of(p->sql);
 	if (p->route_param < 0 || values == NULL ||
 		(nulls != NULL && nulls[p->route_param - 1] == 'n'))
 		return NULL;
+	return local_group_of(DatumGetInt32(values[p->route_param - 1]));
+}
+
+/*
+ * Citus, on a node that holds no shard (a coordinator without shards): a
+ * value of owner_hash for each node that does, whose rows lie there, in
+ * *hashes (palloc'd); how many.  -1 elsewhere.  Must be connected.
+ */
+static IjPlan other_nodes = {
+	"SELECT DISTINCT ON (p.groupid) d.shardminvalue::pg_catalog.int4, d.shardmaxvalue::pg_catalog.int4"
+	" FROM pg_catalog.pg_dist_shard d JOIN pg_catalog.pg_dist_placement p"
+	" ON p.shardid OPERATOR(pg_catalog.=) d.shardid"
+	" WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'idemjob.jobs'::pg_catalog.regclass"
+	" ORDER BY p.groupid, d.shardid",
+	0, {InvalidOid}, NULL, 0, false, NULL, 0
+};
+
+int
+ij_shard_nodes(int32 **hashes)
+{
+	int			n;
+	int			i;
+
+	if (current_layout() != LAYOUT_CITUS)
+		return -1;
 	if (n_local_groups < 0)
 		read_local_groups();
-	hash = DatumGetInt32(DirectFunctionCall1(hashint4, values[p->route_param - 1]));
-	for (i = 0; i < n_local_groups; i++)
-		if (hash >= local_groups[i].min && hash <= local_groups[i].max)
-			return &local_groups[i];
-	return NULL;
+	if (n_local_groups > 0)
+		return -1;
+	n = run_plan(ij_prepared(&other_nodes), other_nodes.sql, NULL, NULL);
+	*hashes = palloc(sizeof(int32) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		int32		min = DatumGetInt32(ij_col_nn(i, 1));
+		int32		max = DatumGetInt32(ij_col_nn(i, 2));
+		int32		v;
+
+		/* the first value that hashes into the shard's range (about shard-count tries) */
+		for (v = 0; v < PG_INT32_MAX; v++)
+		{
+			int32		hash = DatumGetInt32(DirectFunctionCall1(hashint4, Int32GetDatum(v)));
+
+			CHECK_FOR_INTERRUPTS();
+			if (hash >= min && hash <= max)
+				break;
+		}
+		(*hashes)[i] = v;
+	}
+	return n;
+}
+
+/*
+ * Whether owner_hash's rows are on another node: under Citus, when no
+ * shard group of this node holds them.  False at once in the other
+ * layouts once known; else connects (as the caller) to find out.
+ */
+bool
+ij_rows_elsewhere(int32 owner_hash)
+{
+	bool		elsewhere;
+
+	if (layout == LAYOUT_PLAIN || layout == LAYOUT_PARTITIONED)
+		return false;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	elsewhere = current_layout() == LAYOUT_CITUS && local_group_of(owner_hash) == NULL;
+	SPI_finish();
+	return elsewhere;
 }
 
 /*
@@ -820,14 +893,16 @@ static IjPlan attempt_route_of = {
  * *route, and answer true if the statement is worth running again under
  * it.  False: plain tables (the statement did not look by route), no row
  * with this id (of a job; attempt: of an attempt), or its owner_hash is
- * *route already.
+ * *route already.  Under Citus every id carries its owner_hash
+ * (distribute() takes empty tables only), and a call sent to its node
+ * could not read the other nodes' shards anyway.
  */
 bool
 ij_reroute(bool attempt, Datum id, int32 *route)
 {
 	int32		found;
 
-	if (!ij_layout_routed() ||
+	if (!ij_layout_routed() || current_layout() == LAYOUT_CITUS ||
 		ij_exec(attempt ? &attempt_route_of : &job_route_of, &id, NULL) == 0)
 		return false;
 	found = DatumGetInt32(ij_col_nn(0, 1));

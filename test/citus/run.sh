@@ -6,8 +6,8 @@
 # on the coordinator (Citus creates it on the workers) and distributes it,
 # then checks through the coordinator:
 #   - what idemjob.distribute() made: four tables distributed by owner_hash
-#     in one co-location group, six reference tables, eleven calls
-#     delegated by their owner or id; a second call changes nothing;
+#     in one co-location group, six reference tables, twelve calls
+#     delegated by their owner, id or node; a second call changes nothing;
 #   - the guarantees, each call in its own transaction as a client sends
 #     it: a double click, the same key with other input (IJ001), an attempt
 #     in doubt blocking the next (IJ002), a timeout made unknown and still
@@ -17,11 +17,13 @@
 #     there one shard group only (pg_stat_statements, track = all, on every
 #     node), none of its statements run by Citus (citus.log_local_commands),
 #     with no two-phase commit;
+#   - the pgTAP suite (test/pgtap), through the coordinator;
 #   - calls inside transaction blocks (force_delegation): a whole job, a
 #     double click, IJ001 rolling the block back, ROLLBACK, one block over
 #     owners on both workers;
-#   - claim, expire_attempts, abandon_attempts and purge on each node, each
-#     over its own shards: every job claimed once, none by the coordinator,
+#   - claim through the coordinator (asking the workers in turn, undone by
+#     a ROLLBACK), and claim, expire_attempts, abandon_attempts and purge
+#     on each node, each over its own shards: every job claimed once,
 #     deadlines expired, a purged key refused (IJ007); each node's
 #     sweeper expiring its own shards;
 #   - every row in the shard Citus computes for its owner_hash.
@@ -82,10 +84,10 @@ check "contracts, certifications, capabilities, owner_bindings, retry_policies, 
 	 FROM pg_dist_partition
 	 WHERE logicalrelid::text IN ('idemjob.contracts', 'idemjob.certifications', 'idemjob.capabilities',
 	                              'idemjob.owner_bindings', 'idemjob.retry_policies', 'idemjob.routes')"
-check "eleven calls delegated by their owner or id argument, co-located with jobs" $db \
-	"SELECT count(*) = 11 AND bool_and(o.colocationid = (SELECT colocationid FROM pg_dist_partition
+check "twelve calls delegated by their owner, id or node argument, co-located with jobs" $db \
+	"SELECT count(*) = 12 AND bool_and(o.colocationid = (SELECT colocationid FROM pg_dist_partition
 	                                                     WHERE logicalrelid = 'idemjob.jobs'::regclass))
-	        AND bool_and(p.proargnames[o.distribution_argument_index + 1] IN ('owner_id', 'job_id', 'attempt_id'))
+	        AND bool_and(p.proargnames[o.distribution_argument_index + 1] IN ('owner_id', 'job_id', 'attempt_id', 'node'))
 	 FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
 	 WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'idemjob'::regnamespace
 	   AND o.distribution_argument_index IS NOT NULL"
@@ -93,6 +95,15 @@ if out=$(q -d $db -c "SELECT idemjob.distribute(shard_count => 8)" 2>&1); then
 	ok "distribute() again: no error"
 else
 	not_ok "distribute() again: no error" "$out"
+fi
+# the pgTAP suite through the coordinator: calls inside a transaction
+# block, in expressions, with arguments read from a table or a variable
+# (those Citus does not send itself: each call sends itself to its node)
+if out=$(q -d $db -c "CREATE EXTENSION IF NOT EXISTS pgtap" 2>&1 &&
+	pg_prove -h "$IJ_CITUS_DIR" -p "$base" -U postgres -d $db test/pgtap/*.sql 2>&1); then
+	ok "the pgTAP suite, through the coordinator: $(grep -o 'Tests=[0-9]*' <<<"$out")"
+else
+	not_ok "the pgTAP suite, through the coordinator" "$out"
 fi
 for port in "${workers[@]}"; do
 	check "worker $port: idemjob $(q -d $db -p "$port" -c "SELECT extversion FROM pg_extension WHERE extname = 'idemjob'"), its shards carry the guards" $db \
@@ -284,14 +295,22 @@ for port in "${IJ_CITUS_PORTS[@]}"; do
 		-c "ALTER SYSTEM RESET citus.log_remote_commands" -c "SELECT pg_reload_conf()" >/dev/null
 done
 for i in $(seq 1 20); do call "SELECT 1 FROM idemjob.submit('tenant-$i', 'b-1', 'batch', '{}')" >/dev/null; done
+# the coordinator holds no shard: its claim asks the workers in turn
+# (claim_on), in the caller's transaction
+out=$(run "BEGIN;
+SELECT count(*) FROM idemjob.claim('w-rb', ARRAY['batch'], 100);
+ROLLBACK;")
+[ "$out" = 20 ] && ok "a claim through the coordinator, in a block, takes the 20 jobs of both workers ..." ||
+	not_ok "a claim through the coordinator takes the jobs of both workers" "$out"
 claimed=()
 for port in "${IJ_CITUS_PORTS[@]}"; do
-	claimed+=("$(q -d $db -p "$port" -c "SELECT count(*) FROM idemjob.claim('w-$port', ARRAY['batch'], 100, '1 hour')" 2>&1)")
+	[ "$port" = "$base" ] && max=4 || max=100
+	claimed+=("$(q -d $db -p "$port" -c "SELECT count(*) FROM idemjob.claim('w-$port', ARRAY['batch'], $max, '1 hour')" 2>&1)")
 done
-if [ "${claimed[0]}" = 0 ] && [ $((claimed[1] + claimed[2])) = 20 ] && [ "${claimed[1]}" -gt 0 ] && [ "${claimed[2]}" -gt 0 ]; then
-	ok "claim on each node takes the jobs of its shards: coordinator 0, workers ${claimed[1]} + ${claimed[2]} = 20"
+if [ "${claimed[0]}" = 4 ] && [ $((claimed[1] + claimed[2])) = 16 ] && [ "${claimed[1]}" -gt 0 ] && [ "${claimed[2]}" -gt 0 ]; then
+	ok "... ROLLBACK gives them back: the coordinator's claim takes 4, each worker's the rest of its shards: ${claimed[1]} + ${claimed[2]} = 16"
 else
-	not_ok "claim on each node takes the jobs of its shards" "coordinator, workers: ${claimed[*]}"
+	not_ok "claim through the coordinator, then on each worker" "coordinator, workers: ${claimed[*]}"
 fi
 check "... each job once: 20 attempts on 20 jobs, each by the worker of its node" $db \
 	"SELECT count(*) = 20 AND count(DISTINCT job_id) = 20

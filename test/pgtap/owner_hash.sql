@@ -48,7 +48,12 @@ SELECT is((SELECT idemjob.owner_hash(attempt_id) FROM idemjob.claim('w', ARRAY['
 
 -- an id made before 1.2 carries no hash: the calls find its job all the
 -- same (the fast paths, which look where the id's hash says, miss it and
--- the full ones find it by its id)
+-- the full ones find it by its id).  Not under Citus: distribute() takes
+-- empty tables only, so every id there carries its owner's hash
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS citus \gset
+\if :citus
+SELECT skip('Citus: no id made before 1.2', 13);
+\else
 INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider, owner_hash)
 VALUES ('01900000-0000-7000-8000-00000000cafe', 'tap-legacy', 'k1', 'charge', '{}', 'default',
 		'tap-legacy'::text);
@@ -85,6 +90,7 @@ SELECT is((SELECT count(*)::int FROM idemjob.race_log WHERE attempt_id = (SELECT
 	'... and is logged');
 SELECT is((SELECT state::text FROM idemjob.cancel_job('01900000-0000-7000-8000-00000000cafd', 'done')), 'cancelled',
 	'cancel_job by a legacy id');
+\endif
 
 -- in the partitioned layout, a job's whole life reads and writes its
 -- owner's partitions only (each statement says which owner_hash it looks
@@ -100,14 +106,16 @@ CREATE TEMP TABLE life_j AS SELECT state FROM idemjob.job((SELECT job_id FROM li
 CREATE TEMP TABLE scans_after AS
 SELECT relid, relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd AS n
 FROM pg_stat_xact_all_tables WHERE schemaname = 'idemjob';
-SELECT CASE WHEN :'partitioned' THEN
-	is((SELECT array_agg(DISTINCT substring(a.relname FROM '_p([0-9]+)$'))
+\if :partitioned
+SELECT is((SELECT array_agg(DISTINCT substring(a.relname FROM '_p([0-9]+)$'))
 		FROM scans_after a JOIN scans_before b USING (relid)
 		WHERE a.n > b.n AND a.relname ~ '_p[0-9]+$'),
 	   ARRAY[(SELECT substring(tableoid::regclass::text FROM '_p([0-9]+)$')
 			  FROM idemjob.jobs WHERE id = (SELECT job_id FROM life))],
-	   'partitioned: submit, start_attempt, complete_attempt and job() touch one partition number')
-	ELSE skip('plain tables: no partitions') END;
+	   'partitioned: submit, start_attempt, complete_attempt and job() touch one partition number');
+\else
+SELECT skip('no partitions');
+\endif
 
 SELECT * FROM finish();
 ROLLBACK;
