@@ -682,8 +682,9 @@ ij_shard_nodes(int32 **hashes)
 
 /*
  * Whether owner_hash's rows are on another node: under Citus, when no
- * shard group of this node holds them.  False at once in the other
- * layouts once known; else connects (as the caller) to find out.
+ * shard group of this node holds them.  Answered at once once the layout
+ * (and under Citus this node's groups) are known; else connects (as the
+ * caller) to read them.
  */
 bool
 ij_rows_elsewhere(int32 owner_hash)
@@ -692,6 +693,8 @@ ij_rows_elsewhere(int32 owner_hash)
 
 	if (layout == LAYOUT_PLAIN || layout == LAYOUT_PARTITIONED)
 		return false;
+	if (layout == LAYOUT_CITUS && n_local_groups >= 0)
+		return local_group_of(owner_hash) == NULL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	elsewhere = current_layout() == LAYOUT_CITUS && local_group_of(owner_hash) == NULL;

@@ -1476,12 +1476,35 @@ check_schema(Guard *g, Jsonb *schema)
 	MemoryContextDelete(tmp);
 }
 
+/*
+ * Under Citus contracts and certifications are reference tables: a write
+ * an idemjob function makes on one node reaches every other node's copy
+ * (idemjob.<table>_<shard id>) as a statement of a connection Citus opened
+ * (application_name "citus_internal gpid=..."), where no idemjob function
+ * runs.  Such a write is the function's when it comes on such a connection
+ * as the extension's owner (the role the function ran as, and the only one
+ * that may write these tables at all); the guard lets it through.  The
+ * owner, connected to a node and naming itself so, could write a copy by
+ * hand: it could also disable the triggers.
+ */
+static bool
+citus_replicated_write(Relation rel, const char *relname)
+{
+	const char *name = RelationGetRelationName(rel);
+
+	return application_name != NULL &&
+		strncmp(application_name, "citus_internal gpid=", strlen("citus_internal gpid=")) == 0 &&
+		strcmp(name, relname) != 0 && ij_holds_rows_of(rel, relname) &&
+		GetUserId() == ij_extension_owner();
+}
+
 Datum
 idemjob_contracts_guard(PG_FUNCTION_ARGS)
 {
 	Guard		g;
 
-	if (!guard_begin(fcinfo, T_CONTRACTS, &g))
+	if (!guard_begin(fcinfo, T_CONTRACTS, &g) ||
+		citus_replicated_write(g.td->tg_relation, "contracts"))
 		return trigger_result(fcinfo);
 	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
 		refuse_update(&g);
@@ -1504,7 +1527,8 @@ idemjob_certifications_guard(PG_FUNCTION_ARGS)
 {
 	Guard		g;
 
-	if (!guard_begin(fcinfo, T_CERTIFICATIONS, &g))
+	if (!guard_begin(fcinfo, T_CERTIFICATIONS, &g) ||
+		citus_replicated_write(g.td->tg_relation, "certifications"))
 		return trigger_result(fcinfo);
 	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
 		refuse_update(&g);
@@ -1595,12 +1619,15 @@ idemjob_truncate_guard(PG_FUNCTION_ARGS)
 /*
  * Statement trigger on idemjob.contracts: compiled contracts are cached per
  * backend (contracts.c); a relcache invalidation of the table, sent at
- * commit to every backend, drops them.
+ * commit to every backend, drops them.  Under Citus the trigger fires on
+ * each node's copy (idemjob.contracts_<shard id>), and the caches watch
+ * idemjob.contracts: that table is invalidated too.
  */
 Datum
 idemjob_contracts_changed(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = trigger_data(fcinfo);
+	Oid			shell;
 
 	if (!is_table(td->tg_relation, T_CONTRACTS))
 		wrong_table(fcinfo, td, "table idemjob.contracts");
@@ -1608,6 +1635,9 @@ idemjob_contracts_changed(PG_FUNCTION_ARGS)
 		wrong_firing(fcinfo, td, "AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE FOR EACH STATEMENT");
 
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
+	shell = get_relname_relid("contracts", RelationGetNamespace(td->tg_relation));
+	if (OidIsValid(shell) && shell != RelationGetRelid(td->tg_relation))
+		CacheInvalidateRelcacheByRelid(shell);
 	return PointerGetDatum(NULL);
 }
 

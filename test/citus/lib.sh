@@ -178,18 +178,30 @@ CONF
 		fi
 	done
 	export PGHOST=$IJ_CITUS_DIR PGPORT=$base PGUSER=postgres PGDATABASE=$db
-	for port in "${IJ_CITUS_PORTS[@]}"; do
-		if [ "$db" != postgres ]; then
-			"$bin/psql" -X -q -v ON_ERROR_STOP=1 -p "$port" -d postgres \
-				-c "CREATE DATABASE \"$db\"" >/dev/null
-		fi
-		ij_citus_psql "$port" -c "CREATE EXTENSION IF NOT EXISTS citus" >/dev/null
-	done
-	ij_citus_psql "$base" -c "SELECT pg_catalog.citus_set_coordinator_host('127.0.0.1', $base)" >/dev/null
-	for ((i = 1; i <= nworkers; i++)); do
-		ij_citus_psql "$base" -c "SELECT pg_catalog.citus_add_node('127.0.0.1', ${IJ_CITUS_PORTS[$i]})" >/dev/null
-	done
+	ij_citus_db "$db" || return 1
 	ij_log "Citus cluster up: coordinator $base, workers ${IJ_CITUS_PORTS[*]:1} ($IJ_CITUS_DIR)"
+}
+
+# ij_citus_db DB: on every node of the cluster, database DB (created when
+# missing) with CREATE EXTENSION citus; the coordinator's host set and the
+# workers added
+ij_citus_db() {
+	local db=$1 bin=${IJ_CITUS_BIN:-$PG_BIN} port
+	for port in "${IJ_CITUS_PORTS[@]}"; do
+		if [ "$db" != postgres ] &&
+			[ -z "$("$bin/psql" -X -q -A -t -h "$IJ_CITUS_DIR" -p "$port" -U postgres -d postgres \
+				-c "SELECT 1 FROM pg_database WHERE datname = '$db'")" ]; then
+			"$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$IJ_CITUS_DIR" -p "$port" -U postgres -d postgres \
+				-c "CREATE DATABASE \"$db\"" >/dev/null || return 1
+		fi
+		PGDATABASE=$db ij_citus_psql "$port" -c "CREATE EXTENSION IF NOT EXISTS citus" >/dev/null || return 1
+	done
+	PGDATABASE=$db ij_citus_psql "${IJ_CITUS_PORTS[0]}" \
+		-c "SELECT pg_catalog.citus_set_coordinator_host('127.0.0.1', ${IJ_CITUS_PORTS[0]})" >/dev/null || return 1
+	for port in "${IJ_CITUS_PORTS[@]:1}"; do
+		PGDATABASE=$db ij_citus_psql "${IJ_CITUS_PORTS[0]}" \
+			-c "SELECT pg_catalog.citus_add_node('127.0.0.1', $port)" >/dev/null || return 1
+	done
 }
 
 # ij_citus_psql PORT ARGS...: psql on one node of the cluster, in $PGDATABASE,

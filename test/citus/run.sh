@@ -26,7 +26,9 @@
 #     on each node, each over its own shards: every job claimed once,
 #     deadlines expired, a purged key refused (IJ007); each node's
 #     sweeper expiring its own shards;
-#   - every row in the shard Citus computes for its owner_hash.
+#   - every row in the shard Citus computes for its owner_hash;
+#   - the isolation specs through the coordinator, each permutation in a
+#     database of its own (test/citus/isolation.sh: which, and why not all).
 # Prints one ok/FAIL line per check and exits non-zero on any failure.
 #
 # IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
@@ -57,6 +59,21 @@ expect() {	# expect NAME SQL WANT
 	local out
 	out=$(call "$2")
 	if [ "$out" = "$3" ]; then ok "$1"; else not_ok "$1" "want: $3"$'\n'"got:  $out"; fi
+}
+# run SQL (several statements, each sent alone as a client sends it): its
+# output, errors as "ERROR:  SQLSTATE"; stops at the first error
+run() {
+	q -d $db -f - <<<"\\set VERBOSITY sqlstate
+$1" 2>&1 | sed 's/^psql:<stdin>:[0-9]*: //'
+}
+# sum SQL: the sum of SQL's answers on every node (or its errors)
+on_each_node() {
+	local port out sum=0 errors=
+	for port in "${IJ_CITUS_PORTS[@]}"; do
+		out=$(q -d $db -p "$port" -c "$1" 2>&1)
+		if [[ "$out" =~ ^[0-9]+$ ]]; then sum=$((sum + out)); else errors+="$port: $out"$'\n'; fi
+	done
+	[ -z "$errors" ] && echo "$sum" || echo "$errors"
 }
 
 q -d $db -c "CREATE EXTENSION idemjob" -c "CREATE EXTENSION pg_stat_statements" >/dev/null ||
@@ -191,6 +208,28 @@ expect "certify_provider, and again (I7)" \
 	 SELECT provider FROM idemjob.certify_provider('charge', 'fallback', '{}')" "t
 fallback
 fallback"
+# a write to a reference table reaches every node's copy through Citus,
+# whose guards let it through only as the function's own
+# (citus_internal connection, as the extension's owner)
+out=$(run "SELECT idemjob.define_contract('charge', '{\"type\": \"object\", \"required\": [\"ok\"]}');
+BEGIN;
+SELECT revoked_at IS NOT NULL FROM idemjob.revoke_provider('charge', 'fallback', 'failed a run');
+COMMIT;")
+copies=$(on_each_node "SET citus.override_table_visibility = off;
+	SELECT count(*) FROM (
+	  SELECT (xpath('/row/n/text()', query_to_xml(format(
+	    'SELECT count(*) AS n FROM idemjob.%I c JOIN idemjob.%I k USING (intent)
+	     WHERE c.version = 2 AND k.revoked_at IS NOT NULL', 'contracts_' || c.shardid, 'certifications_' || k.shardid),
+	    false, true, '')))[1]::text::int AS n
+	  FROM pg_dist_shard c, pg_dist_shard k
+	  WHERE c.logicalrelid = 'idemjob.contracts'::regclass AND k.logicalrelid = 'idemjob.certifications'::regclass) x
+	WHERE n = 1")
+[ "$out" = $'2\nt' ] && [ "$copies" = 3 ] &&
+	ok "a contract's second version and a revocation (in a block) reach the copies on all 3 nodes" ||
+	not_ok "a contract's second version and a revocation reach every node's copy" "$out / copies: $copies"
+out=$(as_role api "UPDATE idemjob.contracts SET version = 9" 2>&1)
+[[ "$out" == *42501* ]] && ok "a role with no rights on the tables still cannot write them" ||
+	not_ok "a role cannot write the reference tables" "$out"
 
 ij_log "one node, one shard group per call"
 # the coordinator sends the call (citus.log_remote_commands); on the node
@@ -250,12 +289,6 @@ else
 fi
 
 ij_log "calls inside transaction blocks (force_delegation)"
-# run SQL (several statements, each sent alone as a client sends it): its
-# output, errors as "ERROR:  SQLSTATE"; stops at the first error
-run() {
-	q -d $db -f - <<<"\\set VERBOSITY sqlstate
-$1" 2>&1 | sed 's/^psql:<stdin>:[0-9]*: //'
-}
 out=$(run "BEGIN;
 SELECT job_id AS tj FROM idemjob.submit('erin', 'tx-1', 'charge', '{}') \\gset
 SELECT id AS ta FROM idemjob.start_attempt(:'tj', timeout => '1 hour') \\gset
@@ -322,18 +355,12 @@ for a in $(q -d $db -c "SELECT id FROM idemjob.attempts WHERE job_id IN (SELECT 
 	[ "$(call "SELECT outcome FROM idemjob.complete_attempt('$a', '{\"ok\": true}')")" = won ] && won=$((won + 1))
 done
 [ $won = 20 ] && ok "their results, through the coordinator: 20 won" || not_ok "their results won" "$won of 20"
-# sum SQL: the sum of SQL's answers on every node (or its errors)
-on_each_node() {
-	local port out sum=0 errors=
-	for port in "${IJ_CITUS_PORTS[@]}"; do
-		out=$(q -d $db -p "$port" -c "$1" 2>&1)
-		if [[ "$out" =~ ^[0-9]+$ ]]; then sum=$((sum + out)); else errors+="$port: $out"$'\n'; fi
-	done
-	[ -z "$errors" ] && echo "$sum" || echo "$errors"
-}
 # (the final jobs of the checks above go too)
-purged=$(on_each_node "SELECT idemjob.purge('0', 1000)")
-check "purge on each node: the 20 final jobs gone, 20 spent keys kept" $db \
+# (from the coordinator, as docs/scaling.md says to schedule it: each node
+# in a transaction of its own)
+purged=$(q -d $db -c "SELECT CASE WHEN bool_and(success) THEN sum(result::int)::text ELSE string_agg(result, '; ') END
+	FROM run_command_on_all_nodes(\$\$SELECT idemjob.purge('0', 1000)\$\$)")
+check "purge on every node, run_command_on_all_nodes() from the coordinator: the 20 final jobs gone, 20 spent keys kept" $db \
 	"SELECT (SELECT count(*) FROM idemjob.jobs WHERE intent = 'batch') = 0
 	    AND (SELECT count(*) FROM idemjob.spent_keys WHERE idempotency_key = 'b-1') = 20
 	    AND '$purged' ~ '^[0-9]+$' AND '$purged'::int >= 20"
@@ -376,23 +403,33 @@ check "... a sweeper on every node" $db \
 	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idemjob sweeper'" -p "${workers[0]}"
 
 # every row in the shard Citus computes for its owner_hash: the calls
-# write into a shard they choose themselves (docs/scaling.md#citus)
-misplaced=$(on_each_node "SET citus.override_table_visibility = off;
-	SELECT coalesce(sum(n), 0) FROM (
+# write into a shard they choose themselves (docs/scaling.md#citus).  Each
+# node counts the rows of its own shards matching COND (a NULL count, from
+# a query that read nothing, makes the sum fail)
+shard_rows() {
+	on_each_node "SET citus.override_table_visibility = off;
+	SELECT CASE WHEN coalesce(bool_and(n IS NOT NULL), true) THEN coalesce(sum(n), 0) ELSE -1000000 END FROM (
 	  SELECT (xpath('/row/n/text()', query_to_xml(format(
-	    'SELECT count(*) AS n FROM idemjob.%I WHERE get_shard_id_for_distribution_column(%L, owner_hash) <> %s',
-	    t.relname || '_' || d.shardid, 'idemjob.' || t.relname, d.shardid), false, false, '')))[1]::text::int AS n
+	    'SELECT count(*) AS n FROM idemjob.%I WHERE $1',
+	    t.relname || '_' || d.shardid, 'idemjob.' || t.relname, d.shardid), false, true, '')))[1]::text::int AS n
 	  FROM pg_dist_shard d JOIN pg_dist_placement p ON p.shardid = d.shardid
 	  JOIN pg_class t ON t.oid = d.logicalrelid
 	  WHERE t.relname IN ('jobs', 'attempts', 'race_log', 'spent_keys')
-	    AND p.groupid = (SELECT groupid FROM pg_dist_local_group)) x")
+	    AND p.groupid = (SELECT groupid FROM pg_dist_local_group)) x"
+}
+misplaced=$(shard_rows "get_shard_id_for_distribution_column(%L, owner_hash) <> %s")
+in_shards=$(shard_rows "%L IS NOT NULL AND %s IS NOT NULL")
 rows=$(q -d $db -c "SELECT (SELECT count(*) FROM idemjob.jobs) + (SELECT count(*) FROM idemjob.attempts)
 	+ (SELECT count(*) FROM idemjob.race_log) + (SELECT count(*) FROM idemjob.spent_keys)")
-if [ "$misplaced" = 0 ] && [ "$rows" -gt 0 ]; then
+if [ "$misplaced" = 0 ] && [ "$rows" -gt 0 ] && [ "$in_shards" = "$rows" ]; then
 	ok "each of the $rows rows lies in the shard Citus computes for its owner_hash"
 else
-	not_ok "each row in the shard of its owner_hash" "misplaced: $misplaced (of $rows)"
+	not_ok "each row in the shard of its owner_hash" "misplaced: $misplaced (of $rows; read in the shards: $in_shards)"
 fi
+
+ij_log "the isolation specs, through the coordinator"
+. test/citus/isolation.sh
+citus_isolation
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"
