@@ -437,7 +437,7 @@ claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts, int32 max_jobs, int
 	int32	   *nodes;
 	int			nnodes;
 
-	if (ij_forwarding())
+	if (ij_forwarding() || !ij_maybe_shardless())
 		return false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -183,6 +183,7 @@ typedef struct IjShardGroup
 extern int	ij_local_shard_groups(IjShardGroup **groups);
 extern bool ij_rows_elsewhere(int32 owner_hash);
 extern int	ij_shard_nodes(int32 **hashes);
+extern bool ij_maybe_shardless(void);
 extern int	ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);
 extern int	ij_exec_latest(IjPlan *p, Datum *values, const char *nulls);
 extern int	ij_exec_in_order(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);

@@ -681,6 +681,19 @@ ij_shard_nodes(int32 **hashes)
 }
 
 /*
+ * Whether this node may be one that holds no shard (ij_shard_nodes() must
+ * connect to tell): false at once when the layout is known not to be
+ * Citus's, or this node's groups are known
+ */
+bool
+ij_maybe_shardless(void)
+{
+	if (layout == LAYOUT_PLAIN || layout == LAYOUT_PARTITIONED)
+		return false;
+	return !(layout == LAYOUT_CITUS && n_local_groups > 0);
+}
+
+/*
  * Whether owner_hash's rows are on another node: under Citus, when no
  * shard group of this node holds them.  Answered at once once the layout
  * (and under Citus this node's groups) are known; else connects (as the
