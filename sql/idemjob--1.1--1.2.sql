@@ -668,6 +668,17 @@ LANGUAGE C VOLATILE ROWS 1;
 REVOKE ALL ON FUNCTION idemjob.claim_on(idemjob.owner_hash, pg_catalog.text, pg_catalog.text[],
 	pg_catalog.int4, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
 
+-- expire_attempts(), abandon_attempts(), purge() or purge_race_log() (call),
+-- with args as text, run as the caller on the node that holds the rows of
+-- owner_hash node: under Citus, what those calls on a coordinator without
+-- shards run on each node that has some; elsewhere the call itself
+CREATE FUNCTION idemjob.on_node(node idemjob.owner_hash, call pg_catalog.text,
+	args pg_catalog.text[] DEFAULT '{}'::pg_catalog.text[])
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'idemjob_on_node'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION idemjob.on_node(idemjob.owner_hash, pg_catalog.text, pg_catalog.text[]) FROM PUBLIC;
+
 --
 -- The column.  Each table is rewritten once, with owner_hash computed from
 -- the row's owner (a generated column whose expression is then dropped).
@@ -952,7 +963,8 @@ DECLARE
 		'idemjob.cancel_attempt(uuid,text,boolean)', 'attempt_id',
 		'idemjob.heartbeat(uuid,interval)', 'attempt_id',
 		'idemjob.begin_attempt(uuid)', 'attempt_id',
-		'idemjob.claim_on(idemjob.owner_hash,text,text[],int4,interval,interval,boolean)', 'node'];
+		'idemjob.claim_on(idemjob.owner_hash,text,text[],int4,interval,interval,boolean)', 'node',
+		'idemjob.on_node(idemjob.owner_hash,text,text[])', 'node'];
 	t pg_catalog.text;
 	i pg_catalog.int4;
 BEGIN

@@ -169,6 +169,7 @@ INSERT INTO calls VALUES
 	('cancel_job', format($$SELECT idemjob.cancel_job(%L, 'test')$$, :'job')),
 	('claim', $$SELECT idemjob.claim('w9')$$),
 	('claim_on', $$SELECT idemjob.claim_on('0', 'w9')$$),
+	('on_node', $$SELECT idemjob.on_node('0', 'abandon_attempts', '{w9}')$$),
 	('start_attempt', format($$SELECT idemjob.start_attempt(%L)$$, :'job')),
 	('heartbeat', format($$SELECT idemjob.heartbeat(%L)$$, :'att')),
 	('complete_attempt', format($$SELECT idemjob.complete_attempt(%L, '{}')$$, :'att')),

@@ -792,6 +792,7 @@ Datum
 idemjob_expire_attempts(PG_FUNCTION_ARGS)
 {
 	IJ_ENTRY();
+	IJ_ON_SHARD_NODES("expire_attempts", -1);
 	/* a bound caller: its own only */
 	PG_RETURN_INT32(ij_expire_attempts(ij_bound_owner()));
 }
@@ -1124,6 +1125,7 @@ idemjob_abandon_attempts(PG_FUNCTION_ARGS)
 	owner = ij_bound_owner();
 	args[1] = PointerGetDatum(owner);
 	nulls[1] = owner ? ' ' : 'n';
+	IJ_ON_SHARD_NODES("abandon_attempts", -1);
 
 	ij_connect();
 	/* the tables (-1), or under Citus each of this node's shard groups */

@@ -65,6 +65,7 @@ PG_FUNCTION_INFO_V1(idemjob_heartbeat);
 static Datum claim(FunctionCallInfo fcinfo, int a);
 static bool claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts,
 						   int32 max_jobs, int64 wait_us);
+static bool claim_sleep(TimestampTz wait_end);
 static int	claim_here(IjPlan *plan, const IjShardGroup *groups, int ngroups,
 					   Datum *args, const char *nulls, Tuplestorestate *ts, int32 max_jobs);
 
@@ -382,7 +383,6 @@ claim(FunctionCallInfo fcinfo, int a)
 	{
 		TimestampTz base;
 		TimestampTz clock;
-		long		sleep_ms;
 
 		/* a waiting claim lives by the clock; see the file header */
 		base = GetCurrentTransactionStartTimestamp();
@@ -399,23 +399,35 @@ claim(FunctionCallInfo fcinfo, int a)
 			: (Datum) 0;
 
 		n = claim_here(plan, groups, ngroups, args, nulls, ts, max_jobs);
-		if (n > 0 || wait_us == 0)
+		if (n > 0 || wait_us == 0 || !claim_sleep(wait_end))
 			break;
-
-		clock = GetCurrentTimestamp();
-		if (clock >= wait_end)
-			break;
-		sleep_ms = (long) Min((wait_end - clock + 999) / 1000, CLAIM_POLL_MS);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sleep_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		ij_check_client();
 	}
 
 	ij_finish();
 
 	return (Datum) 0;
+}
+
+/*
+ * A waiting claim between two polls: sleeps on the latch until the next
+ * (CLAIM_POLL_MS at most), then serves interrupts and checks the client is
+ * still there.  False, without sleeping, once wait_end has passed.
+ */
+static bool
+claim_sleep(TimestampTz wait_end)
+{
+	TimestampTz clock = GetCurrentTimestamp();
+	long		sleep_ms;
+
+	if (clock >= wait_end)
+		return false;
+	sleep_ms = (long) Min((wait_end - clock + 999) / 1000, CLAIM_POLL_MS);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 sleep_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	ij_check_client();
+	return true;
 }
 
 /*
@@ -452,8 +464,6 @@ claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts, int32 max_jobs, int
 	{
 		int32		total = 0;
 		int			i;
-		TimestampTz clock;
-		long		sleep_ms;
 
 		for (i = 0; i < nnodes && total < max_jobs; i++)
 		{
@@ -485,17 +495,8 @@ claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts, int32 max_jobs, int
 		}
 		if (nnodes > 0)
 			next_node = (next_node + 1) % nnodes;
-		if (total > 0 || wait_us == 0)
+		if (total > 0 || wait_us == 0 || !claim_sleep(wait_end))
 			break;
-		clock = GetCurrentTimestamp();
-		if (clock >= wait_end)
-			break;
-		sleep_ms = (long) Min((wait_end - clock + 999) / 1000, CLAIM_POLL_MS);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sleep_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		ij_check_client();
 	}
 	SPI_finish();
 	return true;

@@ -22,6 +22,11 @@
  * and runs there.  A call is sent on at most once: if Citus ran it here
  * again, it runs as it would have without this file.
  *
+ * The calls that work on a node's own shards (claim, expiry, purge,
+ * abandon_attempts) have no owner: on a node that holds no shard they run
+ * on each node that holds some, through claim_on() (claim.c) and on_node()
+ * (below), given a value of owner_hash whose rows lie on that node.
+ *
  * Arguments travel as text literals with their type's qualified name, in
  * this session's settings (DateStyle, IntervalStyle) and read back in the
  * same ones: values of text, uuid, jsonb, interval, timestamptz, int4 and
@@ -32,10 +37,12 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
@@ -130,7 +137,6 @@ forward_sql(FunctionCallInfo fcinfo)
 static Datum
 forward_result(FunctionCallInfo fcinfo, MemoryContext caller_cxt)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	spi_desc = SPI_tuptable->tupdesc;
 	TupleDesc	desc;
 	Datum	   *values;
@@ -143,20 +149,11 @@ forward_result(FunctionCallInfo fcinfo, MemoryContext caller_cxt)
 	/* (a function in FROM gets a ReturnSetInfo whether it returns a set or not) */
 	if (fcinfo->flinfo->fn_retset)
 	{
-		Tuplestorestate *ts;
-		MemoryContext old;
+		Tuplestorestate *ts = ij_result_store(fcinfo, &desc);
 
-		if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-			!(rsinfo->allowedModes & SFRM_Materialize))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("set-valued function called in context that cannot accept a set")));
-		desc = rsinfo->expectedDesc ? rsinfo->expectedDesc : ij_result_tupdesc(fcinfo);
 		if (desc->natts != spi_desc->natts)
 			elog(ERROR, "a forwarded call answered %d columns, not %d",
 				 spi_desc->natts, desc->natts);
-		old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-		ts = tuplestore_begin_heap(false, false, work_mem);
 		values = palloc(sizeof(Datum) * desc->natts);
 		nulls = palloc(sizeof(bool) * desc->natts);
 		for (row = 0; row < SPI_processed; row++)
@@ -165,10 +162,6 @@ forward_result(FunctionCallInfo fcinfo, MemoryContext caller_cxt)
 			heap_deform_tuple(SPI_tuptable->vals[row], spi_desc, values, nulls);
 			tuplestore_putvalues(ts, desc, values, nulls);
 		}
-		MemoryContextSwitchTo(old);
-		rsinfo->returnMode = SFRM_Materialize;
-		rsinfo->setResult = ts;
-		rsinfo->setDesc = NULL;
 		return (Datum) 0;
 	}
 
@@ -233,4 +226,172 @@ ij_forward(FunctionCallInfo fcinfo, int32 owner_hash, Datum *result)
 	*result = forward_result(fcinfo, caller_cxt);
 	SPI_finish();
 	return true;
+}
+
+/*
+ * The calls that work on this node's shards only, which a node without
+ * shards runs on every node that has some through idemjob.on_node(), and
+ * the types of their arguments
+ */
+typedef struct NodeCall
+{
+	const char *name;
+	int			nargs;
+	const char *types[2];
+} NodeCall;
+
+static const NodeCall node_calls[] = {
+	{"expire_attempts", 0, {NULL, NULL}},
+	{"abandon_attempts", 1, {"pg_catalog.text", NULL}},
+	{"purge", 2, {"pg_catalog.interval", "pg_catalog.int4"}},
+	{"purge_race_log", 1, {"pg_catalog.interval", NULL}},
+};
+
+/*
+ * Citus, on a node that holds no shard (a coordinator without shards): the
+ * call (one of node_calls, fcinfo its arguments) run on each node that
+ * holds some, through on_node() with a value of owner_hash whose rows lie
+ * there, as the caller, inside the caller's transaction (Citus sends each
+ * there); *total: the sum of their answers.  limit_arg >= 0: that argument
+ * (an int4) is the most the call may do in all, each node asked for what
+ * the nodes before it left.  False elsewhere: run it here.
+ */
+bool
+ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int32 *total)
+{
+	int32	   *nodes;
+	int			nnodes;
+	int			n;
+	int			i;
+
+	if (forwarding > 0 || !ij_maybe_shardless())
+		return false;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	nnodes = ij_shard_nodes(&nodes);
+	if (nnodes < 0)
+	{
+		SPI_finish();
+		return false;
+	}
+	*total = 0;
+	for (n = 0; n < nnodes; n++)
+	{
+		StringInfoData sql;
+		Oid		   *argtypes;
+		int			nargs;
+		bool		isnull;
+		Datum		d;
+
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "SELECT * FROM idemjob.on_node('%d'::idemjob.owner_hash, %s, ARRAY[",
+						 nodes[n], quote_literal_cstr(call));
+		(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+		for (i = 0; i < nargs; i++)
+		{
+			if (i > 0)
+				appendStringInfoString(&sql, ", ");
+			if (i == limit_arg && !fcinfo->args[i].isnull)
+				appendStringInfo(&sql, "'%d'", DatumGetInt32(fcinfo->args[i].value) - *total);
+			else if (fcinfo->args[i].isnull)
+				appendStringInfoString(&sql, "NULL");
+			else
+			{
+				Oid			out;
+				bool		varlena;
+
+				getTypeOutputInfo(argtypes[i], &out, &varlena);
+				appendStringInfoString(&sql,
+									   quote_literal_cstr(OidOutputFunctionCall(out, fcinfo->args[i].value)));
+			}
+		}
+		/* in FROM: Citus sends no call in a select list from inside a function */
+		appendStringInfoString(&sql, "]::pg_catalog.text[])");
+		if (ij_forward_sql_rows(sql.data) != 1)
+			elog(ERROR, "idemjob.on_node() answered no row");
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			*total += DatumGetInt32(d);
+		SPI_freetuptable(SPI_tuptable);
+		if (limit_arg >= 0 && !fcinfo->args[limit_arg].isnull &&
+			*total >= DatumGetInt32(fcinfo->args[limit_arg].value))
+			break;
+	}
+	SPI_finish();
+	return true;
+}
+
+/*
+ * idemjob.on_node(node owner_hash, call text, args text[]) RETURNS int4
+ *
+ * Runs idemjob.<call>(args) on the node that holds the rows of owner_hash
+ * node (distribute() registers it by node), as the caller, whose rights on
+ * that function decide; call is one of node_calls, each argument the text
+ * of a value of its type.  What a node without shards calls on each node
+ * with some (ij_on_shard_nodes()); anywhere else it is the call itself.
+ */
+PG_FUNCTION_INFO_V1(idemjob_on_node);
+
+Datum
+idemjob_on_node(PG_FUNCTION_ARGS)
+{
+	IJ_ENTRY();
+	const NodeCall *nc = NULL;
+	char	   *call;
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *elnulls;
+	int			nelems;
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	StringInfoData sql;
+	bool		isnull;
+	Datum		result;
+	int			i;
+
+	ij_require(fcinfo, 0, "node");
+	ij_require(fcinfo, 1, "call");
+	ij_require(fcinfo, 2, "args");
+	call = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	for (i = 0; i < (int) lengthof(node_calls); i++)
+		if (strcmp(call, node_calls[i].name) == 0)
+			nc = &node_calls[i];
+	if (nc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idemjob.on_node() does not run \"%s\"", call),
+				 errhint("It runs expire_attempts, abandon_attempts, purge and purge_race_log.")));
+	arr = PG_GETARG_ARRAYTYPE_P(2);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"args\" must be a one-dimensional array")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elnulls, &nelems);
+	if (nelems != nc->nargs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idemjob.%s takes %d arguments, not %d", nc->name, nc->nargs, nelems)));
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT idemjob.%s(", nc->name);
+	for (i = 0; i < nelems; i++)
+	{
+		values[i] = elems[i];
+		nulls[i] = elnulls[i] ? 'n' : ' ';
+		appendStringInfo(&sql, "%s$%d::%s", i > 0 ? ", " : "", i + 1, nc->types[i]);
+	}
+	appendStringInfoChar(&sql, ')');
+
+	/* as the caller: its rights on the call decide */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql.data, nelems, argtypes, values, nulls, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not run idemjob.%s", nc->name);
+	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
 }

@@ -195,6 +195,7 @@ extern void ij_rowtypes_init(void);
 extern void ij_relcache_register(void (*fn) (Datum arg, Oid relid));
 extern void ij_rowtypes_xact_end(void);
 extern Datum ij_row_datum(int row, FunctionCallInfo fcinfo);
+extern Tuplestorestate *ij_result_store(FunctionCallInfo fcinfo, TupleDesc *tupdesc);
 extern void ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 /* forward.c: Citus, a call whose rows are on another node runs there */
@@ -202,6 +203,13 @@ extern bool ij_forward(FunctionCallInfo fcinfo, int32 owner_hash, Datum *result)
 extern bool ij_forwarding(void);
 extern void ij_append_literal(StringInfo buf, Oid type, Datum value, bool isnull);
 extern int	ij_forward_sql_rows(const char *sql);
+extern bool ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int32 *total);
+#define IJ_ON_SHARD_NODES(call, limit_arg) \
+	do { \
+		int32		total_; \
+		if (ij_on_shard_nodes(fcinfo, (call), (limit_arg), &total_)) \
+			PG_RETURN_INT32(total_); \
+	} while (0)
 #define IJ_FORWARD(owner_hash) \
 	do { \
 		Datum		forwarded_; \

@@ -383,6 +383,7 @@ idemjob_purge(PG_FUNCTION_ARGS)
 				 errmsg("max_jobs must be at least 1"),
 				 errdetail("It is %d.", max_jobs)));
 	bound = ij_bound_owner();
+	IJ_ON_SHARD_NODES("purge", 1);
 
 	ij_connect();
 
@@ -485,6 +486,7 @@ idemjob_purge_race_log(PG_FUNCTION_ARGS)
 	bound = ij_bound_owner();
 	args[1] = PointerGetDatum(bound);
 	nulls[1] = bound ? ' ' : 'n';
+	IJ_ON_SHARD_NODES("purge_race_log", -1);
 
 	ij_connect();
 	ngroups = ij_local_shard_groups(&groups);

@@ -818,6 +818,7 @@ static const CapabilityGrant grants[] = {
 	{"EXECUTE ON FUNCTION idemjob.cancel_job(pg_catalog.uuid, pg_catalog.text)", TO_CLIENT},
 	{"EXECUTE ON FUNCTION idemjob.claim(pg_catalog.text, pg_catalog.text[], pg_catalog.int4, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool)", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.claim_on(idemjob.owner_hash, pg_catalog.text, pg_catalog.text[], pg_catalog.int4, pg_catalog.interval, pg_catalog.interval, pg_catalog.bool)", TO_WORKER},
+	{"EXECUTE ON FUNCTION idemjob.on_node(idemjob.owner_hash, pg_catalog.text, pg_catalog.text[])", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.begin_attempt(pg_catalog.uuid)", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.abandon_attempts(pg_catalog.text)", TO_WORKER},
 	{"EXECUTE ON FUNCTION idemjob.start_attempt(pg_catalog.uuid, pg_catalog.text, pg_catalog.interval, pg_catalog.text)", TO_WORKER},

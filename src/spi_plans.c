@@ -1074,17 +1074,16 @@ ij_row_datum(int row, FunctionCallInfo fcinfo)
 }
 
 /*
- * Return one row from a set-returning function in materialize mode: one
- * call, no per-call memory context, no second call to say "done".  The
- * tuplestore copies the values (out of SPI memory too) into the query's
- * memory.  The row type is the one the executor expects (the function's
+ * A set-returning function's result in materialize mode: one call, no
+ * per-call memory context, no second call to say "done".  The tuplestore,
+ * in the query's memory, copies each row put in it (out of SPI memory
+ * too).  *tupdesc: the row type the executor expects (the function's
  * result type), or the cached one.
  */
-void
-ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+Tuplestorestate *
+ij_result_store(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	TupleDesc	tupdesc;
 	Tuplestorestate *ts;
 	MemoryContext oldcxt;
 
@@ -1093,12 +1092,22 @@ ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("set-valued function called in context that cannot accept a set")));
-	tupdesc = rsinfo->expectedDesc ? rsinfo->expectedDesc : ij_result_tupdesc(fcinfo);
+	*tupdesc = rsinfo->expectedDesc ? rsinfo->expectedDesc : ij_result_tupdesc(fcinfo);
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
 	ts = tuplestore_begin_heap(false, false, work_mem);
-	tuplestore_putvalues(ts, tupdesc, values, nulls);
 	MemoryContextSwitchTo(oldcxt);
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setResult = ts;
 	rsinfo->setDesc = NULL;
+	return ts;
+}
+
+/* one row as a set-returning function's whole result (ij_result_store) */
+void
+ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	TupleDesc	tupdesc;
+	Tuplestorestate *ts = ij_result_store(fcinfo, &tupdesc);
+
+	tuplestore_putvalues(ts, tupdesc, values, nulls);
 }

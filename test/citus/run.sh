@@ -6,7 +6,7 @@
 # on the coordinator (Citus creates it on the workers) and distributes it,
 # then checks through the coordinator:
 #   - what idemjob.distribute() made: four tables distributed by owner_hash
-#     in one co-location group, six reference tables, twelve calls
+#     in one co-location group, six reference tables, thirteen calls
 #     delegated by their owner, id or node; a second call changes nothing;
 #   - the guarantees, each call in its own transaction as a client sends
 #     it: a double click, the same key with other input (IJ001), an attempt
@@ -22,8 +22,9 @@
 #     double click, IJ001 rolling the block back, ROLLBACK, one block over
 #     owners on both workers;
 #   - claim through the coordinator (asking the workers in turn, undone by
-#     a ROLLBACK), and claim, expire_attempts, abandon_attempts and purge
-#     on each node, each over its own shards: every job claimed once,
+#     a ROLLBACK), and claim on each worker over its own shards; purge,
+#     expire_attempts and abandon_attempts through the coordinator (on
+#     every node with shards, in the caller's transaction): every job claimed once,
 #     deadlines expired, a purged key refused (IJ007); each node's
 #     sweeper expiring its own shards;
 #   - every row in the shard Citus computes for its owner_hash;
@@ -101,8 +102,8 @@ check "contracts, certifications, capabilities, owner_bindings, retry_policies, 
 	 FROM pg_dist_partition
 	 WHERE logicalrelid::text IN ('idemjob.contracts', 'idemjob.certifications', 'idemjob.capabilities',
 	                              'idemjob.owner_bindings', 'idemjob.retry_policies', 'idemjob.routes')"
-check "twelve calls delegated by their owner, id or node argument, co-located with jobs" $db \
-	"SELECT count(*) = 12 AND bool_and(o.colocationid = (SELECT colocationid FROM pg_dist_partition
+check "thirteen calls delegated by their owner, id or node argument, co-located with jobs" $db \
+	"SELECT count(*) = 13 AND bool_and(o.colocationid = (SELECT colocationid FROM pg_dist_partition
 	                                                     WHERE logicalrelid = 'idemjob.jobs'::regclass))
 	        AND bool_and(p.proargnames[o.distribution_argument_index + 1] IN ('owner_id', 'job_id', 'attempt_id', 'node'))
 	 FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
@@ -356,11 +357,16 @@ for a in $(q -d $db -c "SELECT id FROM idemjob.attempts WHERE job_id IN (SELECT 
 done
 [ $won = 20 ] && ok "their results, through the coordinator: 20 won" || not_ok "their results won" "$won of 20"
 # (the final jobs of the checks above go too)
-# (from the coordinator, as docs/scaling.md says to schedule it: each node
-# in a transaction of its own)
-purged=$(q -d $db -c "SELECT CASE WHEN bool_and(success) THEN sum(result::int)::text ELSE string_agg(result, '; ') END
-	FROM run_command_on_all_nodes(\$\$SELECT idemjob.purge('0', 1000)\$\$)")
-check "purge on every node, run_command_on_all_nodes() from the coordinator: the 20 final jobs gone, 20 spent keys kept" $db \
+# purge on the coordinator, which holds no shards: on every node that does
+# (on_node), in the caller's transaction, max_jobs over them all
+out=$(run "BEGIN;
+SELECT idemjob.purge('0', 5);
+ROLLBACK;
+SELECT count(*) FROM idemjob.jobs WHERE intent = 'batch';")
+[ "$out" = $'5\n20' ] && ok "purge through the coordinator: max_jobs over all nodes (5), undone by ROLLBACK" ||
+	not_ok "purge through the coordinator, in a block" "$out"
+purged=$(q -d $db -c "SELECT idemjob.purge('0', 1000)" 2>&1)
+check "purge through the coordinator: the 20 final jobs gone from both workers, 20 spent keys kept" $db \
 	"SELECT (SELECT count(*) FROM idemjob.jobs WHERE intent = 'batch') = 0
 	    AND (SELECT count(*) FROM idemjob.spent_keys WHERE idempotency_key = 'b-1') = 20
 	    AND '$purged' ~ '^[0-9]+$' AND '$purged'::int >= 20"
@@ -371,15 +377,15 @@ for port in "${workers[@]}"; do
 	q -d $db -p "$port" -c "SELECT count(*) FROM idemjob.claim('w', ARRAY['expiring'], 100, '1 second')" >/dev/null
 done
 sleep 1.5
-expired=$(on_each_node "SELECT idemjob.expire_attempts()")
-check "expire_attempts on each node: the 6 attempts past their deadline unknown, their jobs in doubt" $db \
+expired=$(q -d $db -c "SELECT idemjob.expire_attempts()" 2>&1)
+check "expire_attempts through the coordinator: the 6 attempts past their deadline, on both workers, unknown, their jobs in doubt" $db \
 	"SELECT '$expired' = '6' AND count(*) = 6 AND bool_and(a.state = 'unknown' AND j.state = 'in_doubt')
 	 FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id AND j.owner_hash = a.owner_hash
 	 WHERE j.intent = 'expiring'"
 check "... and no new attempt while in doubt (IJ002)" $db \
 	"SELECT count(*) = 0 FROM idemjob.claim('w', ARRAY['expiring'], 100)" -p "${workers[1]}"
-abandoned=$(on_each_node "SELECT idemjob.abandon_attempts('w')")
-check "abandon_attempts on each node: the 6 given up, their jobs pending again" $db \
+abandoned=$(q -d $db -c "SELECT idemjob.abandon_attempts('w')" 2>&1)
+check "abandon_attempts through the coordinator: the 6 given up, their jobs pending again" $db \
 	"SELECT '$abandoned' = '6' AND count(*) = 6 AND bool_and(state = 'pending')
 	 FROM idemjob.jobs WHERE intent = 'expiring'"
 
