@@ -472,6 +472,7 @@ claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts, int32 max_jobs, int
 			int			n;
 			int			r;
 
+			CHECK_FOR_INTERRUPTS();
 			initStringInfo(&sql);
 			appendStringInfo(&sql, "SELECT * FROM idemjob.claim_on('%d'::idemjob.owner_hash",
 							 nodes[(next_node + i) % nnodes]);

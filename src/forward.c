@@ -283,6 +283,7 @@ ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int3
 		bool		isnull;
 		Datum		d;
 
+		CHECK_FOR_INTERRUPTS();
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "SELECT * FROM idemjob.on_node('%d'::idemjob.owner_hash, %s, ARRAY[",
 						 nodes[n], quote_literal_cstr(call));
