@@ -449,16 +449,9 @@ claim_on_nodes(FunctionCallInfo fcinfo, Tuplestorestate *ts, int32 max_jobs, int
 	int32	   *nodes;
 	int			nnodes;
 
-	if (ij_forwarding() || !ij_maybe_shardless())
-		return false;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	nnodes = ij_shard_nodes(&nodes);
+	nnodes = ij_connect_shard_nodes(&nodes);
 	if (nnodes < 0)
-	{
-		SPI_finish();
 		return false;
-	}
 	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
 	for (;;)
 	{

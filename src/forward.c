@@ -69,13 +69,6 @@ ij_append_literal(StringInfo buf, Oid type, Datum value, bool isnull)
 	appendStringInfo(buf, "::%s", format_type_be_qualified(type));
 }
 
-/* whether this backend is sending a call on (which is not sent again) */
-bool
-ij_forwarding(void)
-{
-	return forwarding > 0;
-}
-
 /*
  * Run sql, a call sent on, as a SELECT (connected): the rows it returned
  * are in SPI_tuptable.
@@ -229,6 +222,26 @@ ij_forward(FunctionCallInfo fcinfo, int32 owner_hash, Datum *result)
 }
 
 /*
+ * Citus, on a node that holds no shard, for a call not sent on already:
+ * connects and sets *nodes to a value of owner_hash for each node that
+ * holds some (ij_shard_nodes); how many.  -1, not connected, elsewhere.
+ */
+int
+ij_connect_shard_nodes(int32 **nodes)
+{
+	int			n;
+
+	if (forwarding > 0 || !ij_maybe_shardless())
+		return -1;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	n = ij_shard_nodes(nodes);
+	if (n < 0)
+		SPI_finish();
+	return n;
+}
+
+/*
  * The calls that work on this node's shards only, which a node without
  * shards runs on every node that has some through idemjob.on_node(), and
  * the types of their arguments
@@ -264,16 +277,9 @@ ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int3
 	int			n;
 	int			i;
 
-	if (forwarding > 0 || !ij_maybe_shardless())
-		return false;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	nnodes = ij_shard_nodes(&nodes);
+	nnodes = ij_connect_shard_nodes(&nodes);
 	if (nnodes < 0)
-	{
-		SPI_finish();
 		return false;
-	}
 	*total = 0;
 	for (n = 0; n < nnodes; n++)
 	{

@@ -200,7 +200,7 @@ extern void ij_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 /* forward.c: Citus, a call whose rows are on another node runs there */
 extern bool ij_forward(FunctionCallInfo fcinfo, int32 owner_hash, Datum *result);
-extern bool ij_forwarding(void);
+extern int	ij_connect_shard_nodes(int32 **nodes);
 extern void ij_append_literal(StringInfo buf, Oid type, Datum value, bool isnull);
 extern int	ij_forward_sql_rows(const char *sql);
 extern bool ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int32 *total);
