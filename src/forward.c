@@ -52,20 +52,27 @@
 /* a call being sent on by this backend (not sent again) */
 static int	forwarding = 0;
 
+/* a value as SQL text: its type's output quoted as a literal, or NULL */
+static void
+append_value(StringInfo buf, Oid type, Datum value, bool isnull)
+{
+	Oid			out;
+	bool		varlena;
+
+	if (isnull)
+	{
+		appendStringInfoString(buf, "NULL");
+		return;
+	}
+	getTypeOutputInfo(type, &out, &varlena);
+	appendStringInfoString(buf, quote_literal_cstr(OidOutputFunctionCall(out, value)));
+}
+
 /* a value as a constant of its type, in SQL: 'text'::type, or NULL::type */
 void
 ij_append_literal(StringInfo buf, Oid type, Datum value, bool isnull)
 {
-	if (isnull)
-		appendStringInfoString(buf, "NULL");
-	else
-	{
-		Oid			out;
-		bool		varlena;
-
-		getTypeOutputInfo(type, &out, &varlena);
-		appendStringInfoString(buf, quote_literal_cstr(OidOutputFunctionCall(out, value)));
-	}
+	append_value(buf, type, value, isnull);
 	appendStringInfo(buf, "::%s", format_type_be_qualified(type));
 }
 
@@ -274,18 +281,19 @@ ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int3
 {
 	int32	   *nodes;
 	int			nnodes;
+	Oid		   *argtypes;
+	int			nargs;
 	int			n;
 	int			i;
 
 	nnodes = ij_connect_shard_nodes(&nodes);
 	if (nnodes < 0)
 		return false;
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
 	*total = 0;
 	for (n = 0; n < nnodes; n++)
 	{
 		StringInfoData sql;
-		Oid		   *argtypes;
-		int			nargs;
 		bool		isnull;
 		Datum		d;
 
@@ -293,24 +301,14 @@ ij_on_shard_nodes(FunctionCallInfo fcinfo, const char *call, int limit_arg, int3
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "SELECT * FROM idemjob.on_node('%d'::idemjob.owner_hash, %s, ARRAY[",
 						 nodes[n], quote_literal_cstr(call));
-		(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
 		for (i = 0; i < nargs; i++)
 		{
 			if (i > 0)
 				appendStringInfoString(&sql, ", ");
 			if (i == limit_arg && !fcinfo->args[i].isnull)
 				appendStringInfo(&sql, "'%d'", DatumGetInt32(fcinfo->args[i].value) - *total);
-			else if (fcinfo->args[i].isnull)
-				appendStringInfoString(&sql, "NULL");
 			else
-			{
-				Oid			out;
-				bool		varlena;
-
-				getTypeOutputInfo(argtypes[i], &out, &varlena);
-				appendStringInfoString(&sql,
-									   quote_literal_cstr(OidOutputFunctionCall(out, fcinfo->args[i].value)));
-			}
+				append_value(&sql, argtypes[i], fcinfo->args[i].value, fcinfo->args[i].isnull);
 		}
 		/* in FROM: Citus sends no call in a select list from inside a function */
 		appendStringInfoString(&sql, "]::pg_catalog.text[])");
