@@ -214,6 +214,44 @@ func (c *Client) run(ctx context.Context, fn, policy, sql string, values []any, 
 	}
 }
 
+// stopKey carries a stop channel in a call's context: when it closes, the
+// server is asked to cancel the statement on the same connection (a cancel
+// request) instead of the connection being dropped, so the call returns only
+// once the server has ended the statement: with its rows (committed) or with
+// 57014 (rolled back). A dropped connection would leave the statement running
+// on the server, where a waiting claim could still take jobs no one receives.
+type stopKey struct{}
+
+// cancelOnStop watches stop while a statement runs on pg; it returns the
+// function that ends the watch, which returns only when no cancel request is
+// in flight, so none can reach the connection's next statement.
+func cancelOnStop(pg *pgconn.PgConn, stop <-chan struct{}) func() {
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-stop:
+		case <-done:
+			return
+		}
+		// a request that arrives before the statement does is ignored by the
+		// server: repeat it until the statement has ended
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = pg.CancelRequest(ctx)
+			cancel()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-watched }
+}
+
 type callError struct {
 	err     *Error
 	notSent bool // the statement never reached the server: resending is safe
@@ -228,6 +266,9 @@ func (c *Client) once(ctx context.Context, fn string, try int, sql string, value
 		return &callError{connectError(fn, err), true}
 	}
 	defer conn.Release()
+	if stop, _ := ctx.Value(stopKey{}).(<-chan struct{}); stop != nil {
+		defer cancelOnStop(conn.Conn().PgConn(), stop)()
+	}
 	rows, err := conn.Query(ctx, sql, values...)
 	if err == nil {
 		for rows.Next() {

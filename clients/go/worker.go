@@ -256,9 +256,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.event("abandoned", map[string]any{"count": n, "at": "start"})
 
-	claimCtx, cancelClaim := context.WithCancel(bg)
-	go func() { <-w.stop; cancelClaim() }()
-	defer cancelClaim()
+	// a stop cancels a waiting claim in the server, and the claim returns only
+	// once the server has ended it: what it took is then released by the
+	// abandon at stop, and nothing is taken after it
+	claimCtx := context.WithValue(bg, stopKey{}, (<-chan struct{})(w.stop))
 	pause := 50 * time.Millisecond
 	for {
 		free := w.waitFree()
