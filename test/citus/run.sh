@@ -29,7 +29,9 @@
 #     sweeper expiring its own shards;
 #   - every row in the shard Citus computes for its owner_hash;
 #   - the isolation specs through the coordinator, each permutation in a
-#     database of its own (test/citus/isolation.sh: which, and why not all).
+#     database of its own (test/citus/isolation.sh: which, and why not all);
+#   - the soak with the history checker (test/soak/run.sh --short), in a
+#     distributed database of its own, through the coordinator.
 # Prints one ok/FAIL line per check and exits non-zero on any failure.
 #
 # IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
@@ -423,19 +425,51 @@ shard_rows() {
 	  WHERE t.relname IN ('jobs', 'attempts', 'race_log', 'spent_keys')
 	    AND p.groupid = (SELECT groupid FROM pg_dist_local_group)) x"
 }
-misplaced=$(shard_rows "get_shard_id_for_distribution_column(%L, owner_hash) <> %s")
-in_shards=$(shard_rows "%L IS NOT NULL AND %s IS NOT NULL")
-rows=$(q -d $db -c "SELECT (SELECT count(*) FROM idemjob.jobs) + (SELECT count(*) FROM idemjob.attempts)
-	+ (SELECT count(*) FROM idemjob.race_log) + (SELECT count(*) FROM idemjob.spent_keys)")
-if [ "$misplaced" = 0 ] && [ "$rows" -gt 0 ] && [ "$in_shards" = "$rows" ]; then
-	ok "each of the $rows rows lies in the shard Citus computes for its owner_hash"
-else
-	not_ok "each row in the shard of its owner_hash" "misplaced: $misplaced (of $rows; read in the shards: $in_shards)"
-fi
+# rows_placed NAME: check that every row of $db lies in its shard, and that
+# the count read in the shards is every row
+rows_placed() {
+	local misplaced in_shards rows
+	misplaced=$(shard_rows "get_shard_id_for_distribution_column(%L, owner_hash) <> %s")
+	in_shards=$(shard_rows "%L IS NOT NULL AND %s IS NOT NULL")
+	rows=$(q -d $db -c "SELECT (SELECT count(*) FROM idemjob.jobs) + (SELECT count(*) FROM idemjob.attempts)
+		+ (SELECT count(*) FROM idemjob.race_log) + (SELECT count(*) FROM idemjob.spent_keys)")
+	if [ "$misplaced" = 0 ] && [ "$rows" -gt 0 ] && [ "$in_shards" = "$rows" ]; then
+		ok "$1: each of the $rows rows"
+	else
+		not_ok "$1" "misplaced: $misplaced (of $rows; read in the shards: $in_shards)"
+	fi
+}
+rows_placed "every row lies in the shard Citus computes for its owner_hash"
 
 ij_log "the isolation specs, through the coordinator"
 . test/citus/isolation.sh
 citus_isolation
+
+# the soak (test/soak/run.sh --short) in a distributed database of its own:
+# pgbench clients on the coordinator, ten owners over the shards of both
+# workers, every call logged in the coordinator's soak.history in the
+# call's transaction, then the history checker (on a snapshot) and its
+# self-test, amcheck on each worker's shards
+ij_log "a soak with the history checker, through the coordinator"
+soak_db=idemjob_soak
+if ij_citus_db $soak_db && PGDATABASE=$soak_db ij_citus_psql "$base" -c "CREATE EXTENSION idemjob" \
+	-c "CREATE EXTENSION amcheck" -c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null; then
+	if out=$(PGHOST=$IJ_CITUS_DIR PGPORT=$base PGUSER=postgres PGOPTIONS= PG_BIN=$PG_BIN SOAK_DB=$soak_db \
+		SOAK_EXISTING_DB=1 SOAK_CLIENTS=4 bash test/soak/run.sh --short 2>&1); then
+		ok "soak through the coordinator: $(grep "^soak: calls" <<<"$out" | sed "s/^soak: //"), the checker's self-test caught $(grep -o "[0-9]* of [0-9]* deliberate breakages" <<<"$out")"
+	else
+		not_ok "soak through the coordinator" "$(grep -v '^      0  ' <<<"$out" | tail -40)"
+	fi
+	check "... its owners' rows on both workers, in several shards" $soak_db \
+		"SELECT count(DISTINCT p.nodeport) = 2 AND count(DISTINCT p.shardid) >= 4
+		 FROM (SELECT DISTINCT get_shard_id_for_distribution_column('idemjob.jobs', owner_hash) AS shardid
+		       FROM idemjob.jobs) x JOIN pg_dist_shard_placement p USING (shardid)"
+	db=$soak_db
+	rows_placed "... every row in the shard of its owner_hash"
+	db=idemjob_citus
+else
+	not_ok "soak through the coordinator" "could not make the distributed database $soak_db"
+fi
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"

@@ -1,5 +1,10 @@
 -- test/soak/setup.sql: the soak's history table and call wrappers.
 --
+-- The wrappers' own reads of idemjob's tables name the row's owner_hash
+-- (from the owner or the id, idemjob.owner_hash()), as docs/scaling.md
+-- asks of queries on a distributed install: the same soak runs through a
+-- Citus coordinator (test/citus/run.sh), where each read goes to one shard.
+--
 -- Everything here lives in schema "soak" of the test database, never in the
 -- extension's schema.  Each wrapper calls one idemjob function and, in the
 -- same transaction, writes one soak.history row: what was sent, the answer
@@ -184,7 +189,8 @@ BEGIN
 	IF p_r % 5 = 0 AND v_gen > 0 THEN
 		v_gen := v_gen - 1;
 	ELSIF p_r % 2 = 0 AND EXISTS (
-		SELECT 1 FROM idemjob.jobs WHERE owner_id = v_owner
+		SELECT 1 FROM idemjob.jobs
+		WHERE owner_hash = idemjob.owner_hash(v_owner) AND owner_id = v_owner
 		AND idempotency_key = p_phase || '-s' || p_slot || '-g' || v_gen
 		AND state IN ('succeeded', 'failed', 'cancelled')) THEN
 		UPDATE soak.slots SET gen = gen + 1
@@ -194,7 +200,8 @@ BEGIN
 	v_key := p_phase || '-s' || p_slot || '-g' || v_gen;
 
 	SELECT id INTO v_job FROM idemjob.jobs
-	WHERE owner_id = v_owner AND idempotency_key = v_key;
+	WHERE owner_hash = idemjob.owner_hash(v_owner) AND owner_id = v_owner
+	  AND idempotency_key = v_key;
 
 	IF p_op <= 15 OR v_job IS NULL THEN
 		RETURN soak.submit(p_phase, p_client, v_owner, v_key, v_intent, p_r);
@@ -205,7 +212,8 @@ BEGIN
 		v_fn := 'read';
 		SELECT pg_catalog.jsonb_build_object('state', state, 'version', version,
 			'completed_by', completed_by, 'result', result)
-		INTO v_answer FROM idemjob.jobs WHERE id = v_job;
+		INTO v_answer FROM idemjob.jobs
+		WHERE owner_hash = idemjob.owner_hash(v_job) AND id = v_job;
 		RETURN soak.log(p_phase, p_client, v_fn, v_owner, v_key, v_job, NULL,
 						'{}', '00000', '{}', v_answer);
 	END IF;
@@ -247,10 +255,12 @@ BEGIN
 	IF p_op > 35 THEN
 		IF p_op <= 60 AND p_r % 10 < 3 THEN
 			SELECT id INTO v_att FROM idemjob.attempts
-			WHERE job_id = v_job ORDER BY pg_catalog.random() LIMIT 1;
+			WHERE owner_hash = idemjob.owner_hash(v_job) AND job_id = v_job
+			ORDER BY pg_catalog.random() LIMIT 1;
 		ELSE
 			SELECT id INTO v_att FROM idemjob.attempts
-			WHERE job_id = v_job ORDER BY attempt_no DESC LIMIT 1;
+			WHERE owner_hash = idemjob.owner_hash(v_job) AND job_id = v_job
+			ORDER BY attempt_no DESC LIMIT 1;
 		END IF;
 	END IF;
 
@@ -265,7 +275,8 @@ BEGIN
 			SELECT pg_catalog.to_jsonb(a) INTO v_answer
 			FROM idemjob.start_attempt(v_job, v_provider, v_timeout, 'w' || p_client) a;
 			SELECT pg_catalog.count(*) INTO v_in_doubt FROM idemjob.attempts
-			WHERE job_id = v_job AND state IN ('started', 'unknown');
+			WHERE owner_hash = idemjob.owner_hash(v_job) AND job_id = v_job
+			  AND state IN ('started', 'unknown');
 		EXCEPTION
 			WHEN serialization_failure OR deadlock_detected THEN RAISE;
 			WHEN OTHERS THEN
@@ -513,7 +524,8 @@ BEGIN
 		-- result arrives; so does the late result of a cancelled one (it
 		-- may still win, or lose to the attempt claimed after it)
 		SELECT a.id, a.job_id INTO v_att, v_job
-		FROM idemjob.attempts a JOIN idemjob.jobs j ON j.id = a.job_id
+		FROM idemjob.attempts a
+		JOIN idemjob.jobs j ON j.owner_hash = a.owner_hash AND j.id = a.job_id
 		WHERE a.state IN ('unknown', 'cancelled') AND j.intent = 'soakw'
 		  AND (a.state = 'cancelled') = (p_r % 3 = 0)
 		ORDER BY pg_catalog.random() LIMIT 1;
