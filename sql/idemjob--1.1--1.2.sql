@@ -967,6 +967,10 @@ DECLARE
 		'idemjob.on_node(idemjob.owner_hash,text,text[])', 'node'];
 	t pg_catalog.text;
 	i pg_catalog.int4;
+	stale pg_catalog.regclass[];
+	r pg_catalog.regclass;
+	role pg_catalog.text;
+	quiet pg_catalog.text;
 BEGIN
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
 		RAISE EXCEPTION 'idemjob.distribute() needs Citus'
@@ -994,19 +998,32 @@ BEGIN
 				  HINT = 'Install Citus first: CREATE EXTENSION citus before CREATE EXTENSION idemjob, in a new database (docs/scaling.md#citus).';
 	END IF;
 
-	-- the shards' guards check a copied row against other tables, which a
-	-- shard's own statement may not read (Citus: "cannot execute a
-	-- distributed query from a query on a shard")
+	-- rows already in the tables are copied into the shards (the shards'
+	-- guards check each, against its own shard group).  A call given an id
+	-- goes to the node its id's owner_hash names: an id made before 1.2
+	-- carries none, and its job or attempt could not be found there
 	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
 				   WHERE p.logicalrelid OPERATOR(pg_catalog.=) 'idemjob.jobs'::pg_catalog.regclass) THEN
-		IF EXISTS (SELECT 1 FROM idemjob.jobs) THEN
-			RAISE EXCEPTION 'idemjob.distribute() needs empty tables'
+		SELECT pg_catalog.count(*) INTO i FROM (
+			SELECT FROM idemjob.jobs j
+			WHERE idemjob.owner_hash(j.id) OPERATOR(pg_catalog.<>) j.owner_hash
+			UNION ALL
+			SELECT FROM idemjob.attempts a
+			WHERE idemjob.owner_hash(a.id) OPERATOR(pg_catalog.<>) a.owner_hash) x;
+		IF i OPERATOR(pg_catalog.>) 0 THEN
+			RAISE EXCEPTION 'idemjob.distribute(): % jobs and attempts have ids made before 1.2', i
 				USING ERRCODE = 'object_not_in_prerequisite_state',
-					  DETAIL = 'idemjob.jobs has rows; distributing them is not supported yet.',
-					  HINT = 'Call it right after CREATE EXTENSION idemjob.';
+					  DETAIL = 'Such an id carries no owner_hash; on Citus a call given it would go to a node that does not hold its row.',
+					  HINT = 'Let those jobs end and purge them first (docs/scaling.md#citus, "Moving onto Citus").';
 		END IF;
 	END IF;
 
+	-- Citus's notices on copying rows end in a hint to truncate what it
+	-- leaves behind, which is done below
+	quiet := pg_catalog.current_setting('client_min_messages');
+	IF quiet OPERATOR(pg_catalog.~) '^(debug|log|info|notice)' THEN
+		PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);
+	END IF;
 	-- the guards go with each table to its shards
 	PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
 	-- a reference table's referencing tables stay as they are until their
@@ -1042,6 +1059,24 @@ BEGIN
 			calls[i OPERATOR(pg_catalog.+) 1], colocate_with => 'idemjob.jobs',
 			force_delegation => true);
 	END LOOP;
+	-- Citus copied the rows the tables held into the shards and left them
+	-- in the coordinator's own tables too, where nothing reads them; the
+	-- guards refuse the TRUNCATE that removes them, so they do not fire
+	-- for it (session_replication_role, which takes a superuser: only a
+	-- distribute() over existing rows needs one)
+	SELECT pg_catalog.array_agg(pg_catalog.format('idemjob.%I', n)::pg_catalog.regclass ORDER BY o) INTO stale
+	-- (referencing tables first)
+	FROM pg_catalog.unnest('{race_log,attempts,spent_keys,jobs,certifications,capabilities,owner_bindings,retry_policies,routes,contracts}'::pg_catalog.text[]) WITH ORDINALITY AS x(n, o)
+	WHERE pg_catalog.pg_relation_size(pg_catalog.format('idemjob.%I', n)::pg_catalog.regclass) OPERATOR(pg_catalog.>) 0;
+	IF stale IS NOT NULL THEN
+		role := pg_catalog.current_setting('session_replication_role');
+		PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+		FOREACH r IN ARRAY stale LOOP
+			PERFORM pg_catalog.truncate_local_data_after_distributing_table(r);
+		END LOOP;
+		PERFORM pg_catalog.set_config('session_replication_role', role, true);
+	END IF;
+	PERFORM pg_catalog.set_config('client_min_messages', quiet, true);
 END
 $distribute$;
 REVOKE ALL ON FUNCTION idemjob.distribute(pg_catalog.int4) FROM PUBLIC;

@@ -147,6 +147,7 @@ typedef struct IjPlan
  */
 #define IJ_ROUTE_PARAM(n) " /*route $" #n "*/"
 extern bool ij_layout_routed(void);
+extern bool ij_layout_citus(void);
 extern bool ij_in_prepared_transaction(void);
 /*
  * now() as a parameter, where a statement would call it inside CASE or
@@ -182,6 +183,7 @@ typedef struct IjShardGroup
 } IjShardGroup;
 extern int	ij_local_shard_groups(IjShardGroup **groups);
 extern bool ij_rows_elsewhere(int32 owner_hash);
+extern Oid	ij_local_jobs_shard(int32 owner_hash);
 extern int	ij_shard_nodes(int32 **hashes);
 extern bool ij_maybe_shardless(void);
 extern int	ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);

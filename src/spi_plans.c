@@ -275,6 +275,13 @@ ij_layout_routed(void)
 	return current_layout() != LAYOUT_PLAIN;
 }
 
+/* distributed by Citus; must be connected */
+bool
+ij_layout_citus(void)
+{
+	return current_layout() == LAYOUT_CITUS;
+}
+
 /*
  * Whether this transaction is a part of a Citus transaction another node
  * began (a call force-delegated here inside its transaction block): Citus
@@ -619,6 +626,25 @@ local_group_of(int32 owner_hash)
 		if (hash >= local_groups[i].min && hash <= local_groups[i].max)
 			return &local_groups[i];
 	return NULL;
+}
+
+/*
+ * Citus: the shard of jobs on this node that holds owner_hash's rows, or
+ * InvalidOid (another layout, or the shard is elsewhere).  Must be
+ * connected.
+ */
+Oid
+ij_local_jobs_shard(int32 owner_hash)
+{
+	const IjShardGroup *g;
+	const char *prefix = "idemjob.";
+
+	if (!ij_layout_citus() || (g = local_group_of(owner_hash)) == NULL)
+		return InvalidOid;
+	/* format('idemjob.%I', 'jobs_<shard id>'): a name that needs no quotes */
+	if (strncmp(g->names[0], prefix, strlen(prefix)) != 0 || strchr(g->names[0], '"') != NULL)
+		elog(ERROR, "unexpected shard name \"%s\"", g->names[0]);
+	return get_relname_relid(g->names[0] + strlen(prefix), get_namespace_oid("idemjob", false));
 }
 
 static const IjShardGroup *

@@ -285,14 +285,33 @@ static TableCache last[T_NTABLES];	/* the last relation resolved, per table */
 static HTAB *relations[T_NTABLES];	/* every relation resolved, per table */
 static bool callbacks_registered = false;
 
+/*
+ * The job of an attempt, under the attempt's owner_hash (an attempt's is its
+ * job's): in the partitioned layout one partition; under Citus the jobs
+ * shard of the attempt's own shard group, a table of this node (ij_exec),
+ * which a guard firing on a shard may read where a distributed query is
+ * refused (rows Citus copies into the shards: distribute() over existing
+ * rows, a restore into a distributed install).
+ */
 static IjPlan job_exists = {
-	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL, 0
+	"SELECT 1 FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
+/*
+ * The owner of an attempt's job: by its id alone, so that an attempt given
+ * another owner finds it, and is refused as such; under Citus, where the
+ * guard may read its own shard group only, under the attempt's owner_hash
+ * (another owner's job is then not found: the foreign key refuses it)
+ */
 static IjPlan job_owner = {
 	"SELECT owner_id FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1",
-	1, {UUIDOID}, NULL, 0, false, NULL, 0
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
+};
+
+static IjPlan job_owner_citus = {
+	"SELECT owner_id FROM idemjob.jobs WHERE id OPERATOR(pg_catalog.=) $1" IJ_ROUTE("", 2),
+	2, {UUIDOID, INT4OID}, NULL, 0, false, NULL, 0
 };
 
 static IjPlan contract_intent = {
@@ -313,7 +332,8 @@ static IjPlan contract_intent = {
  * certifications for contracts: a row whose parent is not there yet would
  * fail the foreign key, and COPY would lose the whole table.  So a missing
  * parent is looked for again after every transaction writing the parent
- * table has ended (a SHARE lock waits for them), and, while none has begun
+ * table (under Citus: the parent's shard of the row's owner, on this node:
+ * owner_hash) has ended (a SHARE lock waits for them), and, while none has begun
  * writing it, every PARENT_POLL_MS up to PARENT_WAIT_MS.  A row with no
  * parent at all still fails its foreign key: after that one wait, which a
  * transaction makes once per parent table.  Only
@@ -331,7 +351,8 @@ ij_guards_xact_end(void)
 }
 
 static char *
-parent_row(IjPlan *lookup, Datum key, const char *parent)
+parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent,
+		   const int32 *owner_hash)
 {
 	bool	   *waited_once = strcmp(parent, "jobs") == 0 ?
 		&waited_for_jobs : &waited_for_contracts;
@@ -341,9 +362,19 @@ parent_row(IjPlan *lookup, Datum key, const char *parent)
 	{
 		char	   *found = NULL;
 		Oid			relid;
+		bool		citus;
 
 		ij_connect();
-		if (ij_exec(lookup, &key, NULL) > 0)
+
+		/*
+		 * Under Citus the row may be in a shard, whose guard may read its
+		 * own shard group only (local_lookup), and a load writes the
+		 * parent's shard, not the table itself: the jobs shard of the
+		 * owner's group on this node, when it is here
+		 */
+		citus = local_lookup != NULL && ij_layout_citus();
+		relid = citus && owner_hash != NULL ? ij_local_jobs_shard(*owner_hash) : InvalidOid;
+		if (ij_exec(citus ? local_lookup : lookup, key, NULL) > 0)
 			found = TextDatumGetCString(ij_col_nn(0, 1));
 		ij_finish();
 
@@ -360,7 +391,8 @@ parent_row(IjPlan *lookup, Datum key, const char *parent)
 			return found;
 		}
 
-		relid = get_relname_relid(parent, get_namespace_oid("idemjob", false));
+		if (!OidIsValid(relid))
+			relid = get_relname_relid(parent, get_namespace_oid("idemjob", false));
 		if (!ConditionalLockRelationOid(relid, ShareLock))
 		{
 			/* a load of the parent is under way: wait for its end */
@@ -1313,7 +1345,9 @@ check_attempt_insert(Guard *g)
 	 * calls made with an attempt id.  (No job: the foreign key says so.)
 	 */
 	{
-		char	   *owner = parent_row(&job_owner, need(g, A_JOB_ID), "jobs");
+		Datum		key[2] = {need(g, A_JOB_ID), need(g, A_OWNER_HASH)};
+		int32		owner_hash = DatumGetInt32(key[1]);
+		char	   *owner = parent_row(&job_owner, &job_owner_citus, key, "jobs", &owner_hash);
 
 		if (owner != NULL &&
 			strcmp(owner, TextDatumGetCString(need(g, A_OWNER))) != 0)
@@ -1335,12 +1369,12 @@ idemjob_attempts_guard(PG_FUNCTION_ARGS)
 		check_update(&g);
 	else
 	{
-		Datum		job_id = need(&g, A_JOB_ID);
+		Datum		key[2] = {need(&g, A_JOB_ID), need(&g, A_OWNER_HASH)};
 		int			n;
 
 		/* a cascade from its job's delete finds the job gone */
 		ij_connect();
-		n = ij_exec(&job_exists, &job_id, NULL);
+		n = ij_exec(&job_exists, key, NULL);
 		ij_finish();
 		if (n > 0)
 			refuse(&g, "An attempt is deleted only with its job, once the job is final.");
@@ -1543,7 +1577,11 @@ idemjob_certifications_guard(PG_FUNCTION_ARGS)
 		refuse(&g, "A revoked certification has both revoked_at and revoke_reason; one in force has neither.");
 	/* a parallel restore: wait for the contracts' load (the foreign key says the rest) */
 	if (TRIGGER_FIRED_BY_INSERT(g.td->tg_event))
-		(void) parent_row(&contract_intent, need(&g, K_INTENT), "contracts");
+	{
+		Datum		key = need(&g, K_INTENT);
+
+		(void) parent_row(&contract_intent, NULL, &key, "contracts", NULL);
+	}
 
 	return trigger_result(fcinfo);
 }

@@ -86,10 +86,17 @@ q -d $db -c "CREATE EXTENSION idemjob" -c "CREATE EXTENSION pg_stat_statements" 
 check "before distribute(): a job submitted and claimed on the coordinator's own tables" $db \
 	"SELECT (SELECT created FROM idemjob.submit('early', 'k-1', 'early', '{}'))
 	    AND (SELECT count(*) FROM idemjob.claim('w', ARRAY['early'])) = 1"
-expect "... and distribute() refuses tables with rows: 55000" "SELECT idemjob.distribute()" "ERROR:  55000"
-q -d $db -c "DELETE FROM idemjob.attempts" -c "DELETE FROM idemjob.jobs" >/dev/null 2>&1 ||
-	q -d $db -c "SET session_replication_role = replica" -c "DELETE FROM idemjob.attempts" -c "DELETE FROM idemjob.jobs" >/dev/null
+# a job as 1.1 made them: an id that carries no owner_hash (a raw insert)
+q -d $db -c "INSERT INTO idemjob.jobs (id, owner_id, idempotency_key, intent, params, provider)
+	VALUES (gen_random_uuid(), 'legacy', 'k-1', 'early', '{}', 'default')" >/dev/null
+expect "... and distribute() refuses an id made before 1.2: 55000" "SELECT idemjob.distribute()" "ERROR:  55000"
+q -d $db -c "SET session_replication_role = replica" -c "DELETE FROM idemjob.jobs WHERE owner_id = 'legacy'" >/dev/null
 q -d $db -c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null || die "SELECT idemjob.distribute() failed"
+early=$(q -d $db -c "SELECT id FROM idemjob.attempts WHERE owner_id = 'early'")
+expect "distribute() took the early job and its attempt into the shards: the attempt wins through the coordinator" \
+	"SELECT outcome FROM idemjob.complete_attempt('$early', '{\"r\": 1}')" won
+check "... and the coordinator's own tables are empty" $db \
+	"SELECT pg_relation_size('idemjob.jobs') + pg_relation_size('idemjob.attempts') = 0"
 
 ij_log "what distribute() made"
 check "jobs, attempts, race_log, spent_keys: distributed by owner_hash, 8 shards each, one co-location group" $db \
@@ -470,6 +477,97 @@ if ij_citus_db $soak_db && PGDATABASE=$soak_db ij_citus_psql "$base" -c "CREATE 
 else
 	not_ok "soak through the coordinator" "could not make the distributed database $soak_db"
 fi
+
+# a shard group moved to the other worker while a session on each node
+# stays open (citus_move_shard_placement, as the rebalancer moves them):
+# each node reads which shards it holds again, and the calls follow the
+# rows (docs/scaling.md#citus)
+ij_log "a shard group moved to the other worker"
+mv_owner=$(q -d $db -c "SELECT o FROM (SELECT 'mover-' || i AS o FROM generate_series(1, 1000) i) x
+	JOIN pg_dist_shard_placement p
+	  ON p.shardid = get_shard_id_for_distribution_column('idemjob.jobs', idemjob.owner_hash(o))
+	WHERE p.nodeport = ${workers[0]} LIMIT 1")
+mv_shard=$(q -d $db -c "SELECT get_shard_id_for_distribution_column('idemjob.jobs', idemjob.owner_hash('$mv_owner'::text))")
+mv_job=$(call "SELECT job_id FROM idemjob.submit('$mv_owner', 'm-1', 'moved', '{}')")
+call "SELECT 1 FROM idemjob.submit('$mv_owner', 'm-2', 'moved', '{}')" >/dev/null
+# one session on each worker: a claim before the move, the move, a claim after
+move="$PG_BIN/psql -X -q -A -t -v ON_ERROR_STOP=1 -h $IJ_CITUS_DIR -p $base -U postgres -d $db -c \"SELECT citus_move_shard_placement($mv_shard, '127.0.0.1', ${workers[0]}, '127.0.0.1', ${workers[1]}, shard_transfer_mode => 'block_writes')\""
+out0=$(q -d $db -p "${workers[0]}" -c "SELECT attempt_id FROM idemjob.claim('w-move', ARRAY['moved'], 1, '1 hour')" \
+	-c "\\! $move" -c "SELECT count(*) FROM idemjob.claim('w-move', ARRAY['moved'], 10, '1 hour')" 2>&1)
+mv_attempt=$(head -1 <<<"$out0")
+check "the group of $mv_owner's shard moved from the first worker to the second" $db \
+	"SELECT array_agg(nodeport) = ARRAY[${workers[1]}] FROM pg_dist_shard_placement WHERE shardid = $mv_shard"
+[ "$(tail -1 <<<"$out0")" = 0 ] && ok "... the first worker's session, which claimed one job before the move, claims none of the group after it" ||
+	not_ok "the first worker's session claims none of the moved group" "$out0"
+check "... the second worker claims the other job of the group" $db \
+	"SELECT count(*) = 1 FROM idemjob.claim('w-move-2', ARRAY['moved'], 10, '1 hour')" -p "${workers[1]}"
+expect "... the attempt claimed before the move wins through the coordinator" \
+	"SELECT outcome FROM idemjob.complete_attempt('$mv_attempt', '{\"moved\": true}')" won
+expect "... a double click of the moved key answers its job" \
+	"SELECT created::text || ' ' || (job_id = '$mv_job') FROM idemjob.submit('$mv_owner', 'm-1', 'moved', '{}')" "false true"
+rows_placed "... every row still in the shard Citus computes for its owner_hash"
+
+# one server's rows into a distributed install: a data-only dump of a
+# database without Citus (test/citus/restore_source.sql), restored into a
+# fresh distributed one with psql -f and with pg_restore -j 2; rows Citus
+# copies into the shards pass the shards' guards, which read their own
+# shard group only (docs/scaling.md "Moving onto Citus")
+ij_log "one server's rows restored into a distributed install"
+plain=idemjob_plain
+counts="SELECT (SELECT count(*) FROM idemjob.jobs) || ' ' || (SELECT count(*) FROM idemjob.attempts) || ' '
+	|| (SELECT count(*) FROM idemjob.race_log) || ' ' || (SELECT count(*) FROM idemjob.spent_keys) || ' '
+	|| (SELECT count(*) FROM idemjob.contracts) || ' ' || (SELECT count(*) FROM idemjob.certifications)"
+dump=$(mktemp -d /tmp/idemjob-citus-dump.XXXXXX)
+chmod 777 "$dump"
+if q -d postgres -c "CREATE DATABASE $plain" >/dev/null && q -d $plain -c "CREATE EXTENSION idemjob" >/dev/null &&
+	q -d $plain -f test/citus/restore_source.sql >/dev/null &&
+	ij_as_postgres "$PG_BIN/pg_dump" -h "$IJ_CITUS_DIR" -p "$base" -U postgres --data-only -f "$dump/plain.sql" $plain &&
+	ij_as_postgres "$PG_BIN/pg_dump" -h "$IJ_CITUS_DIR" -p "$base" -U postgres --data-only -Fd -f "$dump/dir" $plain; then
+	source_counts=$(q -d $plain -c "$counts")
+	j10=$(q -d $plain -c "SELECT id FROM idemjob.jobs WHERE owner_id = 'r10'")
+	j7=$(q -d $plain -c "SELECT id FROM idemjob.jobs WHERE owner_id = 'r7'")
+	a6=$(q -d $plain -c "SELECT id FROM idemjob.attempts WHERE owner_id = 'r6'")
+	j6=$(q -d $plain -c "SELECT id FROM idemjob.jobs WHERE owner_id = 'r6'")
+	for how in "psql -f" "pg_restore -j 2"; do
+		rdb=idemjob_restored_${how%% *}
+		if ! { ij_citus_db $rdb && PGDATABASE=$rdb ij_citus_psql "$base" -c "CREATE EXTENSION idemjob" \
+			-c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null; }; then
+			not_ok "$how into a distributed install" "could not make the distributed database $rdb"
+			continue
+		fi
+		if [ "$how" = "psql -f" ]; then
+			out=$(q -d $rdb -f "$dump/plain.sql" 2>&1)
+		else
+			# the reference tables first, then the others side by side
+			# (docs/scaling.md "Moving onto Citus", step 5)
+			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres \
+				--exit-on-error -d $rdb -t contracts -t certifications -t capabilities -t owner_bindings \
+				-t retry_policies -t routes "$dump/dir" 2>&1 &&
+				ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
+					--exit-on-error -d $rdb -t jobs -t attempts -t race_log -t spent_keys "$dump/dir" 2>&1)
+		fi
+		rc=$?
+		if [ $rc = 0 ] && [ "$(q -d $rdb -c "$counts")" = "$source_counts" ]; then
+			ok "$how: every row of the one-server dump restored into the distributed install ($source_counts)"
+		else
+			not_ok "$how into a distributed install" "exit $rc, rows: $(q -d $rdb -c "$counts" 2>&1), want $source_counts"$'\n'"$out"
+		fi
+		db=$rdb
+		rows_placed "... every row in the shard of its owner_hash"
+		expect "... a restored key answers its own job" \
+			"SELECT created::text || ' ' || (job_id = '$j10') FROM idemjob.submit('r10', 'k', 'r', '{\"i\": 10}')" "false true"
+		expect "... a restored spent key: IJ007" "SELECT 1 FROM idemjob.submit('r1', 'k', 'r', '{\"i\": 1}')" "ERROR:  IJ007"
+		expect "... the restored attempt in doubt blocks a new one (IJ002)" \
+			"SELECT 1 FROM idemjob.start_attempt('$j6')" "ERROR:  IJ002"
+		expect "... and then wins" "SELECT outcome FROM idemjob.complete_attempt('$a6', '{\"r\": 6}')" won
+		expect "... the job whose late result lost takes its second attempt" \
+			"SELECT attempt_no FROM idemjob.start_attempt('$j7')" 2
+		db=idemjob_citus
+	done
+else
+	not_ok "a one-server dump to restore" "could not make or dump $plain"
+fi
+rm -rf "$dump"
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"
