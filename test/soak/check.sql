@@ -444,31 +444,29 @@ WHERE coalesce(r.n, 0) <> 1;
 -- its own (Citus's connection sees them in pg_class), and a check that
 -- raises makes that node's answer fail
 INSERT INTO soak_check (check_name, violations, detail)
-SELECT 'amcheck bt_index_check(heapallindexed) on every idemjob index',
-	   sum(CASE WHEN success THEN split_part(result, ' ', 1)::bigint ELSE 1 END),
-	   string_agg(nodeport || ': ' || CASE WHEN success THEN split_part(result, ' ', 2) || ' indexes checked'
-									  ELSE result END, ', ' ORDER BY nodeport)
-FROM run_command_on_workers($cmd$
+SELECT k.name,
+	   sum(CASE WHEN w.success THEN split_part(w.result, ' ', 1)::bigint ELSE 1 END),
+	   string_agg(w.nodeport || ': ' || CASE WHEN w.success THEN split_part(w.result, ' ', 2) || ' ' || k.what || ' checked'
+											 ELSE w.result END, ', ' ORDER BY w.nodeport)
+FROM (VALUES
+	(1, 'amcheck bt_index_check(heapallindexed) on every idemjob index', 'indexes', $cmd$
 	SELECT count(*) FILTER (WHERE NOT ok) || ' ' || count(*) FROM (
 		SELECT (SELECT true FROM (SELECT bt_index_check(c.oid, true)) x) AS ok
 		FROM pg_catalog.pg_index i
 		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
 		JOIN pg_catalog.pg_am am ON am.oid = c.relam AND am.amname = 'btree'
 		WHERE c.relnamespace = 'idemjob'::regnamespace) x
-$cmd$);
-
-INSERT INTO soak_check (check_name, violations, detail)
-SELECT 'amcheck verify_heapam on every idemjob table',
-	   sum(CASE WHEN success THEN split_part(result, ' ', 1)::bigint ELSE 1 END),
-	   string_agg(nodeport || ': ' || CASE WHEN success THEN split_part(result, ' ', 2) || ' tables checked'
-									  ELSE result END, ', ' ORDER BY nodeport)
-FROM run_command_on_workers($cmd$
+$cmd$),
+	(2, 'amcheck verify_heapam on every idemjob table', 'tables', $cmd$
 	SELECT (SELECT count(*) FROM pg_catalog.pg_class c,
 				LATERAL verify_heapam(c.oid, check_toast => true) v
 			WHERE c.relnamespace = 'idemjob'::regnamespace AND c.relkind = 'r')
 		|| ' ' || (SELECT count(*) FROM pg_catalog.pg_class c
 				   WHERE c.relnamespace = 'idemjob'::regnamespace AND c.relkind = 'r')
-$cmd$);
+$cmd$)) k(ord, name, what, cmd),
+	LATERAL run_command_on_workers(k.cmd) w
+GROUP BY k.ord, k.name
+ORDER BY k.ord;
 \else
 INSERT INTO soak_check (check_name, violations, detail)
 SELECT 'amcheck bt_index_check(heapallindexed) on every idemjob index',
