@@ -637,14 +637,11 @@ Oid
 ij_local_jobs_shard(int32 owner_hash)
 {
 	const IjShardGroup *g;
-	const char *prefix = "idemjob.";
 
 	if (!ij_layout_citus() || (g = local_group_of(owner_hash)) == NULL)
 		return InvalidOid;
-	/* format('idemjob.%I', 'jobs_<shard id>'): a name that needs no quotes */
-	if (strncmp(g->names[0], prefix, strlen(prefix)) != 0 || strchr(g->names[0], '"') != NULL)
-		elog(ERROR, "unexpected shard name \"%s\"", g->names[0]);
-	return get_relname_relid(g->names[0] + strlen(prefix), get_namespace_oid("idemjob", false));
+	/* the qualified name, as format('idemjob.%I') made it */
+	return DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(g->names[0])));
 }
 
 static const IjShardGroup *

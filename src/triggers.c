@@ -351,8 +351,7 @@ ij_guards_xact_end(void)
 }
 
 static char *
-parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent,
-		   const int32 *owner_hash)
+parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent)
 {
 	bool	   *waited_once = strcmp(parent, "jobs") == 0 ?
 		&waited_for_jobs : &waited_for_contracts;
@@ -368,12 +367,13 @@ parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent,
 
 		/*
 		 * Under Citus the row may be in a shard, whose guard may read its
-		 * own shard group only (local_lookup), and a load writes the
-		 * parent's shard, not the table itself: the jobs shard of the
-		 * owner's group on this node, when it is here
+		 * own shard group only (local_lookup, whose key[1] is the row's
+		 * owner_hash), and a load writes the parent's shard, not the table
+		 * itself: the jobs shard of the owner's group on this node, when it
+		 * is here
 		 */
 		citus = local_lookup != NULL && ij_layout_citus();
-		relid = citus && owner_hash != NULL ? ij_local_jobs_shard(*owner_hash) : InvalidOid;
+		relid = citus ? ij_local_jobs_shard(DatumGetInt32(key[1])) : InvalidOid;
 		if (ij_exec(citus ? local_lookup : lookup, key, NULL) > 0)
 			found = TextDatumGetCString(ij_col_nn(0, 1));
 		ij_finish();
@@ -1346,8 +1346,7 @@ check_attempt_insert(Guard *g)
 	 */
 	{
 		Datum		key[2] = {need(g, A_JOB_ID), need(g, A_OWNER_HASH)};
-		int32		owner_hash = DatumGetInt32(key[1]);
-		char	   *owner = parent_row(&job_owner, &job_owner_citus, key, "jobs", &owner_hash);
+		char	   *owner = parent_row(&job_owner, &job_owner_citus, key, "jobs");
 
 		if (owner != NULL &&
 			strcmp(owner, TextDatumGetCString(need(g, A_OWNER))) != 0)
@@ -1580,7 +1579,7 @@ idemjob_certifications_guard(PG_FUNCTION_ARGS)
 	{
 		Datum		key = need(&g, K_INTENT);
 
-		(void) parent_row(&contract_intent, NULL, &key, "contracts", NULL);
+		(void) parent_row(&contract_intent, NULL, &key, "contracts");
 	}
 
 	return trigger_result(fcinfo);

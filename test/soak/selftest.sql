@@ -10,12 +10,12 @@ SET client_min_messages = warning;
 BEGIN;
 SET LOCAL session_replication_role = replica;	-- the guards (I8) are off
 \if :{?snapshot}
+\else
+\set snapshot f
+\endif
 \if :snapshot
 -- (on Citus run.sh points this script at a snapshot in local tables,
 -- which have no indexes: nothing to drop)
-\else
-DROP INDEX idemjob.attempts_one_in_doubt;		-- I3's backstop is off
-\endif
 \else
 DROP INDEX idemjob.attempts_one_in_doubt;		-- I3's backstop is off
 \endif
