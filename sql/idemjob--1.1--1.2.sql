@@ -480,7 +480,8 @@ $vacuum$;
 -- A column added to (or dropped from, renamed, retyped in) one of these
 -- tables outside the extension's scripts would be in the dump's COPY list
 -- but not in the restored table, and the restore would lose every row: an
--- event trigger refuses it.
+-- event trigger refuses it.  The same trigger readies a distributed install
+-- for DROP EXTENSION idemjob (on a Citus coordinator: src/triggers.c).
 --
 CREATE FUNCTION idemjob.ddl_guard()
 RETURNS event_trigger
@@ -488,7 +489,7 @@ AS 'MODULE_PATHNAME', 'idemjob_ddl_guard'
 LANGUAGE C;
 REVOKE ALL ON FUNCTION idemjob.ddl_guard() FROM PUBLIC;
 CREATE EVENT TRIGGER idemjob_ddl_guard ON ddl_command_start
-	WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION idemjob.ddl_guard();
+	WHEN TAG IN ('ALTER TABLE', 'DROP EXTENSION') EXECUTE FUNCTION idemjob.ddl_guard();
 
 -- ==== begin i21 monitoring (provider_stats over a window, monitor, retention_stats) ====
 --

@@ -55,4 +55,20 @@ ij_json_lexer(const char *json, size_t len, bool need_escapes)
 #define IJ_NORETURN pg_attribute_noreturn()
 #endif
 
+/*
+ * object_ownercheck: since 16 one function for every catalog; 15 has one per
+ * kind (only the extension's is used here).
+ */
+#if PG_VERSION_NUM < 160000
+#include "catalog/pg_extension.h"
+#include "utils/acl.h"
+
+static inline bool
+object_ownercheck(Oid classid, Oid objectid, Oid roleid)
+{
+	Assert(classid == ExtensionRelationId);
+	return pg_extension_ownercheck(objectid, roleid);
+}
+#endif
+
 #endif							/* IDEMJOB_COMPAT_H */

@@ -73,6 +73,7 @@
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -86,8 +87,10 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -1706,6 +1709,75 @@ is_column_change(Node *stmt)
 	return false;
 }
 
+/* DROP EXTENSION naming idemjob */
+static bool
+drops_idemjob(Node *stmt)
+{
+	ListCell   *lc;
+
+	if (!IsA(stmt, DropStmt) || ((DropStmt *) stmt)->removeType != OBJECT_EXTENSION)
+		return false;
+	foreach(lc, ((DropStmt *) stmt)->objects)
+	{
+		Node	   *name = (Node *) lfirst(lc);
+
+		if (IsA(name, String) && strcmp(strVal(name), "idemjob") == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * DROP EXTENSION idemjob on a Citus coordinator.  Citus's own drop trigger
+ * (sql_drop) reads each dropped distributed table's shard ranges through
+ * the type of its distribution column, idemjob.owner_hash, which the same
+ * DROP has removed by then (Citus 13.2: "cache lookup failed for type");
+ * and this node's copies of the reference tables carry triggers that call
+ * the extension's functions.  So before the drop each of the extension's
+ * Citus tables becomes a plain table again, by the steps that trigger takes
+ * for a dropped table: its metadata removed from the workers, its shards
+ * dropped, its own metadata removed.  All of it in the drop's transaction:
+ * a drop that fails (objects of the caller's depend on the extension)
+ * leaves the install distributed.  On a worker (the coordinator sends the
+ * drop there after this) there is nothing left to do.
+ */
+static void
+citus_tables_before_drop(void)
+{
+	bool		isnull;
+	int			guc_level;
+	Oid			ext = get_extension_oid("idemjob", true);
+
+	/*
+	 * This runs before the drop checks its rights: for anyone but the
+	 * extension's owner, nothing (the drop then refuses them)
+	 */
+	if (!OidIsValid(ext) || !object_ownercheck(ExtensionRelationId, ext, GetUserId()) ||
+		!OidIsValid(get_extension_oid("citus", true)))
+		return;
+	/* the caller's objects out of reach; the shards' own cascades unsaid */
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("client_min_messages", "warning", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	SPI_connect();
+	if (SPI_execute("SELECT pg_catalog.citus_is_coordinator()", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not ask Citus for this node's role");
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) &&
+		SPI_execute("SELECT pg_catalog.master_remove_distributed_table_metadata_from_workers(c.oid, n.nspname, c.relname),"
+					" pg_catalog.citus_drop_all_shards(c.oid, n.nspname, c.relname, false),"
+					" pg_catalog.master_remove_partition_metadata(c.oid, n.nspname, c.relname)"
+					" FROM pg_catalog.pg_dist_partition p"
+					" JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.logicalrelid"
+					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+					" WHERE n.nspname OPERATOR(pg_catalog.=) 'idemjob'",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not remove idemjob's tables from Citus");
+	SPI_finish();
+	AtEOXact_GUC(true, guc_level);
+}
+
 Datum
 idemjob_ddl_guard(PG_FUNCTION_ARGS)
 {
@@ -1721,6 +1793,11 @@ idemjob_ddl_guard(PG_FUNCTION_ARGS)
 				 errmsg("idemjob.ddl_guard() is an event trigger function")));
 	trigdata = (EventTriggerData *) fcinfo->context;
 	stmt = trigdata->parsetree;
+	if (stmt != NULL && drops_idemjob(stmt))
+	{
+		citus_tables_before_drop();
+		PG_RETURN_VOID();
+	}
 	if (creating_extension || IsBinaryUpgrade || stmt == NULL || !is_column_change(stmt))
 		PG_RETURN_VOID();
 

@@ -157,6 +157,8 @@ unix_socket_directories = '$IJ_CITUS_DIR'
 fsync = off
 max_connections = 200
 max_prepared_transactions = 100
+# a maintenance daemon per database with Citus, and the sweepers
+max_worker_processes = 32
 shared_preload_libraries = '$preload'
 log_min_messages = warning
 citus.shard_replication_factor = 1

@@ -28,10 +28,14 @@
 #     deadlines expired, a purged key refused (IJ007); each node's
 #     sweeper expiring its own shards;
 #   - every row in the shard Citus computes for its owner_hash;
-#   - the isolation specs through the coordinator, each permutation in a
-#     database of its own (test/citus/isolation.sh: which, and why not all);
+#   - the isolation specs through the coordinator (notify on the worker of
+#     its owner), each permutation in a database of its own
+#     (test/citus/isolation.sh: how each is run);
 #   - the soak with the history checker (test/soak/run.sh --short), in a
-#     distributed database of its own, through the coordinator.
+#     distributed database of its own, through the coordinator;
+#   - distribute() over rows, a shard group moved, a one-server dump and a
+#     distributed install's dump (through the coordinator) restored into
+#     distributed installs, DROP EXTENSION on a distributed install.
 # Prints one ok/FAIL line per check and exits non-zero on any failure.
 #
 # IJ_CITUS_BIN=/path/to/bin runs against another PostgreSQL build than
@@ -568,6 +572,97 @@ else
 	not_ok "a one-server dump to restore" "could not make or dump $plain"
 fi
 rm -rf "$dump"
+
+# A distributed install dumped through the coordinator (the documented way
+# to a new version: docs/scaling.md, "ALTER EXTENSION ... UPDATE") and
+# restored into a fresh distributed install, with psql -f and with the
+# two-step pg_restore: every table's rows, compared as text, the same
+ij_log "a distributed install dumped through the coordinator and restored"
+# sums DB: a checksum of each table's rows, sorted, one line
+sums() {
+	local t
+	for t in jobs attempts race_log spent_keys contracts certifications capabilities owner_bindings retry_policies routes; do
+		printf '%s:%s ' $t "$(q -d "$1" -c "SELECT r::text FROM idemjob.$t r ORDER BY 1" | md5sum | cut -c1-12)"
+	done
+}
+dump=$(mktemp -d /tmp/idemjob-citus-dump.XXXXXX)
+chmod 777 "$dump"
+src=idemjob_citus
+if ij_as_postgres "$PG_BIN/pg_dump" -h "$IJ_CITUS_DIR" -p "$base" -U postgres --data-only -f "$dump/dist.sql" $src &&
+	ij_as_postgres "$PG_BIN/pg_dump" -h "$IJ_CITUS_DIR" -p "$base" -U postgres --data-only -Fd -f "$dump/dir" $src; then
+	want=$(sums $src)
+	# a job the dump holds, and the submit that made it
+	kept_id=$(q -d $src -c "SELECT id FROM idemjob.jobs ORDER BY id LIMIT 1")
+	kept_call=$(q -d $src -c "SELECT pg_catalog.format('idemjob.submit(%L, %L, %L, %L)', owner_id, idempotency_key, intent, params)
+		FROM idemjob.jobs WHERE id = '$kept_id'")
+	expect "the dump holds the tables' rows, not their shards'" \
+		"SELECT $(grep -c '^COPY ' "$dump/dist.sql") || ' ' || $(grep -c '^COPY idemjob\.[a-z_]*_[0-9]* ' "$dump/dist.sql")" "10 0"
+	for how in "psql -f" "pg_restore -j 2"; do
+		rdb=idemjob_redist_${how%% *}
+		if ! { ij_citus_db $rdb && PGDATABASE=$rdb ij_citus_psql "$base" -c "CREATE EXTENSION idemjob" \
+			-c "SELECT idemjob.distribute(shard_count => 4)" >/dev/null; }; then
+			not_ok "$how: a distributed dump into a distributed install" "could not make $rdb"
+			continue
+		fi
+		if [ "$how" = "psql -f" ]; then
+			out=$(q -d $rdb -f "$dump/dist.sql" 2>&1)
+		else
+			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres \
+				--exit-on-error -d $rdb -t contracts -t certifications -t capabilities -t owner_bindings \
+				-t retry_policies -t routes "$dump/dir" 2>&1 &&
+				ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
+					--exit-on-error -d $rdb -t jobs -t attempts -t race_log -t spent_keys "$dump/dir" 2>&1)
+		fi
+		rc=$?
+		got=$(sums $rdb)
+		if [ $rc = 0 ] && [ "$got" = "$want" ]; then
+			ok "$how: a distributed install's dump restored into an install of 4 shards (the source has 8), every table's rows the same"
+		else
+			not_ok "$how: a distributed dump into a distributed install" "exit $rc"$'\n'"want: $want"$'\n'"got:  $got"$'\n'"$out"
+		fi
+		db=$rdb
+		rows_placed "... every row in the shard of its owner_hash"
+		expect "... a double click answers a restored job" "SELECT (created, job_id = '$kept_id')::text FROM $kept_call" "(f,t)"
+		expect "... a restored spent key: IJ007" \
+			"SELECT 1 FROM idemjob.submit('alice', 'order-1', 'charge', '{\"amount\": 5}')" "ERROR:  IJ007"
+		db=idemjob_citus
+	done
+else
+	not_ok "a dump of the distributed install through the coordinator"
+fi
+rm -rf "$dump"
+
+# DROP EXTENSION on a distributed install (with rows: the database the psql
+# restore filled): refused while an object of the caller's depends on it,
+# and then still distributed; then dropped from every node, shards and
+# Citus's metadata with it; then made and distributed again
+ij_log "DROP EXTENSION on a distributed install"
+db=idemjob_restored_psql
+# what is left of idemjob on node PORT: relations, extension, Citus metadata
+left_on() {
+	q -d $db -p "$1" -c "SELECT (SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE n.nspname = 'idemjob' OR c.relname ~ '^(jobs|attempts|race_log|spent_keys|contracts|certifications)_[0-9]+$')
+		|| ' ' || (SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'idemjob')
+		|| ' ' || (SELECT count(*) FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid::text LIKE 'idemjob.%')"
+}
+q -d $db -c "CREATE VIEW public.my_jobs AS SELECT id, owner_id FROM idemjob.jobs" >/dev/null
+expect "a view of the caller's on jobs: DROP EXTENSION refused (2BP01)" "DROP EXTENSION idemjob" "ERROR:  2BP01"
+expect "... and the install is still distributed" \
+	"SELECT count(*) FROM pg_catalog.pg_dist_partition WHERE logicalrelid::text LIKE 'idemjob.%'" 10
+expect "... and answers calls" "SELECT created FROM idemjob.submit('r10', 'k2', 'r', '{}')" t
+rows_placed "... every row still in the shard of its owner_hash"
+q -d $db -c "DROP VIEW public.my_jobs" >/dev/null
+expect "DROP EXTENSION idemjob on the coordinator" "DROP EXTENSION idemjob" ""
+for port in "${IJ_CITUS_PORTS[@]}"; do
+	expect "... nothing of it left on node $port (relations, extension, Citus metadata)" "SELECT '$(left_on "$port")'" "0 0 0"
+done
+if q -d $db -c "CREATE EXTENSION idemjob" -c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null 2>&1; then
+	expect "... created and distributed again: a call" "SELECT created FROM idemjob.submit('r10', 'k', 'r', '{}')" t
+	expect "... and DROP EXTENSION ... CASCADE" "DROP EXTENSION idemjob CASCADE" ""
+else
+	not_ok "... created and distributed again"
+fi
+db=idemjob_citus
 
 ij_citus_stop
 echo "$label: $passed checks passed, $failed failed"
