@@ -184,6 +184,8 @@ typedef struct IjShardGroup
 extern int	ij_local_shard_groups(IjShardGroup **groups);
 extern bool ij_rows_elsewhere(int32 owner_hash);
 extern Oid	ij_local_jobs_shard(int32 owner_hash);
+extern Oid	ij_group_relid(const IjShardGroup *g, const char *table);
+extern const IjShardGroup *ij_local_copies(void);
 extern int	ij_shard_nodes(int32 **hashes);
 extern bool ij_maybe_shardless(void);
 extern int	ij_exec_on(IjPlan *p, const IjShardGroup *g, Datum *values, const char *nulls);

@@ -628,6 +628,21 @@ local_group_of(int32 owner_hash)
 	return NULL;
 }
 
+/* g's relation of table ("jobs", "contracts", ...), InvalidOid: none here */
+Oid
+ij_group_relid(const IjShardGroup *g, const char *table)
+{
+	int			t;
+
+	for (t = 0; t < IJ_SHARD_TABLES + IJ_REF_TABLES; t++)
+		if (strcmp(shard_tables[t] + strlen("idemjob."), table) == 0)
+			break;
+	if (g == NULL || t == IJ_SHARD_TABLES + IJ_REF_TABLES || g->names[t] == NULL)
+		return InvalidOid;
+	/* the qualified name, as format('idemjob.%I') made it */
+	return DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(g->names[t])));
+}
+
 /*
  * Citus: the shard of jobs on this node that holds owner_hash's rows, or
  * InvalidOid (another layout, or the shard is elsewhere).  Must be
@@ -636,12 +651,25 @@ local_group_of(int32 owner_hash)
 Oid
 ij_local_jobs_shard(int32 owner_hash)
 {
-	const IjShardGroup *g;
-
-	if (!ij_layout_citus() || (g = local_group_of(owner_hash)) == NULL)
+	if (!ij_layout_citus())
 		return InvalidOid;
-	/* the qualified name, as format('idemjob.%I') made it */
-	return DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(g->names[0])));
+	return ij_group_relid(local_group_of(owner_hash), "jobs");
+}
+
+/*
+ * Citus: this node's copies of the reference tables, as the shard group
+ * ij_exec_on() reads them in (its first: every group names the same
+ * copies), or NULL (another layout, or a node holding no shard group).
+ * Must be connected; valid until the groups are read again.
+ */
+const IjShardGroup *
+ij_local_copies(void)
+{
+	if (!ij_layout_citus())
+		return NULL;
+	if (n_local_groups < 0)
+		read_local_groups();
+	return n_local_groups > 0 ? &local_groups[0] : NULL;
 }
 
 static const IjShardGroup *

@@ -354,7 +354,8 @@ ij_guards_xact_end(void)
 }
 
 static char *
-parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent)
+parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent,
+		   bool local_copy)
 {
 	bool	   *waited_once = strcmp(parent, "jobs") == 0 ?
 		&waited_for_jobs : &waited_for_contracts;
@@ -365,6 +366,7 @@ parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent)
 		char	   *found = NULL;
 		Oid			relid;
 		bool		citus;
+		const IjShardGroup *copies;
 
 		ij_connect();
 
@@ -373,11 +375,16 @@ parent_row(IjPlan *lookup, IjPlan *local_lookup, Datum *key, const char *parent)
 		 * own shard group only (local_lookup, whose key[1] is the row's
 		 * owner_hash), and a load writes the parent's shard, not the table
 		 * itself: the jobs shard of the owner's group on this node, when it
-		 * is here
+		 * is here.  A row Citus copies into this node's copy of a
+		 * reference table (local_copy) has its parent in this node's copy
+		 * of the parent table, which a load through the coordinator writes
+		 * in a transaction of its own here.
 		 */
 		citus = local_lookup != NULL && ij_layout_citus();
-		relid = citus ? ij_local_jobs_shard(DatumGetInt32(key[1])) : InvalidOid;
-		if (ij_exec(citus ? local_lookup : lookup, key, NULL) > 0)
+		copies = local_copy ? ij_local_copies() : NULL;
+		relid = citus ? ij_local_jobs_shard(DatumGetInt32(key[1])) :
+			ij_group_relid(copies, parent);
+		if (ij_exec_on(citus ? local_lookup : lookup, copies, key, NULL) > 0)
 			found = TextDatumGetCString(ij_col_nn(0, 1));
 		ij_finish();
 
@@ -1349,7 +1356,7 @@ check_attempt_insert(Guard *g)
 	 */
 	{
 		Datum		key[2] = {need(g, A_JOB_ID), need(g, A_OWNER_HASH)};
-		char	   *owner = parent_row(&job_owner, &job_owner_citus, key, "jobs");
+		char	   *owner = parent_row(&job_owner, &job_owner_citus, key, "jobs", false);
 
 		if (owner != NULL &&
 			strcmp(owner, TextDatumGetCString(need(g, A_OWNER))) != 0)
@@ -1563,9 +1570,23 @@ idemjob_certifications_guard(PG_FUNCTION_ARGS)
 {
 	Guard		g;
 
-	if (!guard_begin(fcinfo, T_CERTIFICATIONS, &g) ||
-		citus_replicated_write(g.td->tg_relation, "certifications"))
+	if (!guard_begin(fcinfo, T_CERTIFICATIONS, &g))
 		return trigger_result(fcinfo);
+	if (citus_replicated_write(g.td->tg_relation, "certifications"))
+	{
+		/*
+		 * In a parallel restore through the coordinator this node's copy of
+		 * contracts may still be loading: wait for it (the foreign key
+		 * between the two copies says the rest)
+		 */
+		if (TRIGGER_FIRED_BY_INSERT(g.td->tg_event) && !is_null(&g, K_INTENT))
+		{
+			Datum		key = need(&g, K_INTENT);
+
+			(void) parent_row(&contract_intent, NULL, &key, "contracts", true);
+		}
+		return trigger_result(fcinfo);
+	}
 	if (TRIGGER_FIRED_BY_UPDATE(g.td->tg_event))
 		refuse_update(&g);
 	if (TRIGGER_FIRED_BY_DELETE(g.td->tg_event))
@@ -1582,7 +1603,7 @@ idemjob_certifications_guard(PG_FUNCTION_ARGS)
 	{
 		Datum		key = need(&g, K_INTENT);
 
-		(void) parent_row(&contract_intent, NULL, &key, "contracts");
+		(void) parent_row(&contract_intent, NULL, &key, "contracts", false);
 	}
 
 	return trigger_result(fcinfo);

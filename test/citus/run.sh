@@ -542,13 +542,10 @@ if q -d postgres -c "CREATE DATABASE $plain" >/dev/null && q -d $plain -c "CREAT
 		if [ "$how" = "psql -f" ]; then
 			out=$(q -d $rdb -f "$dump/plain.sql" 2>&1)
 		else
-			# the reference tables first, then the others side by side
-			# (docs/scaling.md "Moving onto Citus", step 5)
-			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres \
-				--exit-on-error -d $rdb -t contracts -t certifications -t capabilities -t owner_bindings \
-				-t retry_policies -t routes "$dump/dir" 2>&1 &&
-				ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
-					--exit-on-error -d $rdb -t jobs -t attempts -t race_log -t spent_keys "$dump/dir" 2>&1)
+			# every table side by side: a certification may come before its
+			# contract, on every node (the guards wait for it)
+			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
+				--exit-on-error -d $rdb "$dump/dir" 2>&1)
 		fi
 		rc=$?
 		if [ $rc = 0 ] && [ "$(q -d $rdb -c "$counts")" = "$source_counts" ]; then
@@ -576,7 +573,7 @@ rm -rf "$dump"
 # A distributed install dumped through the coordinator (the documented way
 # to a new version: docs/scaling.md, "ALTER EXTENSION ... UPDATE") and
 # restored into a fresh distributed install, with psql -f and with the
-# two-step pg_restore: every table's rows, compared as text, the same
+# pg_restore -j 2: every table's rows, compared as text, the same
 ij_log "a distributed install dumped through the coordinator and restored"
 # sums DB: a checksum of each table's rows, sorted, one line
 sums() {
@@ -607,11 +604,8 @@ if ij_as_postgres "$PG_BIN/pg_dump" -h "$IJ_CITUS_DIR" -p "$base" -U postgres --
 		if [ "$how" = "psql -f" ]; then
 			out=$(q -d $rdb -f "$dump/dist.sql" 2>&1)
 		else
-			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres \
-				--exit-on-error -d $rdb -t contracts -t certifications -t capabilities -t owner_bindings \
-				-t retry_policies -t routes "$dump/dir" 2>&1 &&
-				ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
-					--exit-on-error -d $rdb -t jobs -t attempts -t race_log -t spent_keys "$dump/dir" 2>&1)
+			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
+				--exit-on-error -d $rdb "$dump/dir" 2>&1)
 		fi
 		rc=$?
 		got=$(sums $rdb)
