@@ -368,40 +368,6 @@ WHERE (a.state OPERATOR(pg_catalog.=) 'unknown'::idemjob.attempt_state
 		   AND a.lease_until IS NULL))
 	AND idemjob.owner_visible(a.owner_id);
 
--- provider_stats: released attempts (never sent) are counted apart
--- (compared as text: the new enum value is not usable in this transaction);
--- the percentiles rounded to 0.1 ms for people (188.6, not
--- 188.61200000000002), still double precision, so CREATE OR REPLACE keeps
--- the view (and anything a DBA built on it)
-CREATE OR REPLACE VIEW idemjob.provider_stats WITH (security_barrier) AS
-SELECT j.intent, a.provider,
-	pg_catalog.count(*) AS attempts,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS succeeded,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'superseded'::idemjob.attempt_state) AS superseded,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
-		AND (a.error OPERATOR(pg_catalog.->>) 'code') OPERATOR(pg_catalog.=) 'contract_violation') AS rejected,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
-		AND (a.error OPERATOR(pg_catalog.->>) 'code') IS DISTINCT FROM 'contract_violation') AS failed,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) ANY
-		('{started,unknown}'::idemjob.attempt_state[])) AS in_doubt,
-	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state) AS cancelled,
-	pg_catalog.round(pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
-		pg_catalog.date_part('epoch'::pg_catalog.text,
-			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
-		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
-		1)::pg_catalog.float8 AS p50_ms,
-	pg_catalog.round(pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
-		pg_catalog.date_part('epoch'::pg_catalog.text,
-			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
-		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
-		1)::pg_catalog.float8 AS p95_ms,
-	pg_catalog.max(a.started_at) AS last_started_at,
-	pg_catalog.count(*) FILTER (WHERE a.state::pg_catalog.text OPERATOR(pg_catalog.=) 'released') AS released
-FROM idemjob.attempts a
-	JOIN idemjob.jobs j ON j.id OPERATOR(pg_catalog.=) a.job_id
-WHERE idemjob.owner_visible(a.owner_id)
-GROUP BY j.intent, a.provider;
-
 --
 -- ==== issue 21 (claim): indexes that stay small, and vacuum ====
 --
@@ -706,6 +672,43 @@ ALTER TABLE idemjob.spent_keys
 	ADD COLUMN owner_hash idemjob.owner_hash NOT NULL
 		GENERATED ALWAYS AS (idemjob.owner_hash(owner_id)) STORED;
 ALTER TABLE idemjob.spent_keys ALTER COLUMN owner_hash DROP EXPRESSION;
+
+-- provider_stats: released attempts (never sent) are counted apart
+-- (compared as text: the new enum value is not usable in this transaction);
+-- an attempt joins its job on owner_hash too, which Citus needs to join
+-- the two distributed tables (on one server: the same rows);
+-- the percentiles rounded to 0.1 ms for people (188.6, not
+-- 188.61200000000002), still double precision, so CREATE OR REPLACE keeps
+-- the view (and anything a DBA built on it)
+CREATE OR REPLACE VIEW idemjob.provider_stats WITH (security_barrier) AS
+SELECT j.intent, a.provider,
+	pg_catalog.count(*) AS attempts,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state) AS succeeded,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'superseded'::idemjob.attempt_state) AS superseded,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
+		AND (a.error OPERATOR(pg_catalog.->>) 'code') OPERATOR(pg_catalog.=) 'contract_violation') AS rejected,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'failed'::idemjob.attempt_state
+		AND (a.error OPERATOR(pg_catalog.->>) 'code') IS DISTINCT FROM 'contract_violation') AS failed,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) ANY
+		('{started,unknown}'::idemjob.attempt_state[])) AS in_doubt,
+	pg_catalog.count(*) FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'cancelled'::idemjob.attempt_state) AS cancelled,
+	pg_catalog.round(pg_catalog.percentile_cont(0.5::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		pg_catalog.date_part('epoch'::pg_catalog.text,
+			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
+		1)::pg_catalog.float8 AS p50_ms,
+	pg_catalog.round(pg_catalog.percentile_cont(0.95::pg_catalog.float8) WITHIN GROUP (ORDER BY
+		pg_catalog.date_part('epoch'::pg_catalog.text,
+			a.finished_at OPERATOR(pg_catalog.-) a.started_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)
+		FILTER (WHERE a.state OPERATOR(pg_catalog.=) 'succeeded'::idemjob.attempt_state)::pg_catalog.numeric,
+		1)::pg_catalog.float8 AS p95_ms,
+	pg_catalog.max(a.started_at) AS last_started_at,
+	pg_catalog.count(*) FILTER (WHERE a.state::pg_catalog.text OPERATOR(pg_catalog.=) 'released') AS released
+FROM idemjob.attempts a
+	JOIN idemjob.jobs j ON j.owner_hash OPERATOR(pg_catalog.=) a.owner_hash
+		AND j.id OPERATOR(pg_catalog.=) a.job_id
+WHERE idemjob.owner_visible(a.owner_id)
+GROUP BY j.intent, a.provider;
 -- ==== end issue 22: the owner hash ====
 
 --

@@ -50,12 +50,15 @@ PG_FUNCTION_INFO_V1(idemjob_provider_stats);
 /*
  * $1: the lowest attempt id of the window, $2: its start, $3: the bound
  * owner or NULL.  A custom plan each time: the id's range decides between
- * an index walk and a scan, and only its value tells how wide it is.
+ * an index walk and a scan, and only its value tells how wide it is.  An
+ * attempt's job is read under its owner_hash too: Citus joins the two
+ * distributed tables on their distribution column only.
  */
 static IjPlan window_stats = {
 	"WITH a AS ("
 	" SELECT (SELECT j.intent FROM idemjob.jobs j"
-	"		  WHERE j.id OPERATOR(pg_catalog.=) a.job_id) AS intent,"
+	"		  WHERE j.owner_hash OPERATOR(pg_catalog.=) a.owner_hash"
+	"		  AND j.id OPERATOR(pg_catalog.=) a.job_id) AS intent,"
 	"	 a.provider, a.state, a.error, a.started_at, a.finished_at"
 	" FROM idemjob.attempts a"
 	" WHERE a.id OPERATOR(pg_catalog.>=) $1"

@@ -53,8 +53,6 @@ reference_setup='setup
 }
 '
 
-isolation_skip=" "
-
 # notify_ids: the rewrite of notify's restored ids into ids with its owner's
 # hash (the i in ...8000-00000000000i becomes ...8000-000iHHHHHHHH)
 notify_ids() {
@@ -78,10 +76,6 @@ citus_isolation() {
 	n=0
 	for spec in test/isolation/specs/*.spec; do
 		name=$(basename "$spec" .spec)
-		if [[ "$isolation_skip" == *" $name "* ]]; then
-			echo "skip - isolation $name through the coordinator (see test/citus/isolation.sh)"
-			continue
-		fi
 		mapfile -t perms < <(grep '^permutation' "$spec")
 		: >"$dir/$name.out"
 		sed_spec=$rewrite where="through the coordinator"

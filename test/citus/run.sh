@@ -452,6 +452,18 @@ rows_placed() {
 }
 rows_placed "every row lies in the shard Citus computes for its owner_hash"
 
+# the operator's views and provider_stats(since), read through the
+# coordinator over every node's shards
+ij_log "the views and provider_stats, through the coordinator"
+check "provider_stats counts every attempt, once" $db \
+	"SELECT (SELECT sum(attempts) FROM idemjob.provider_stats) = (SELECT count(*) FROM idemjob.attempts)
+	    AND (SELECT count(*) FROM idemjob.attempts) > 0"
+check "provider_stats(since) too" $db \
+	"SELECT (SELECT sum(attempts) FROM idemjob.provider_stats('100 years'::interval)) = (SELECT count(*) FROM idemjob.attempts)"
+for v in in_doubt queue_stats compensations retention_stats; do
+	check "the view $v answers" $db "SELECT count(*) >= 0 FROM idemjob.$v"
+done
+
 ij_log "the isolation specs, through the coordinator"
 . test/citus/isolation.sh
 citus_isolation
