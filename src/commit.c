@@ -160,7 +160,12 @@ static IjPlan attempt_done = {
  * else the job's end (completed_at: cancel_job, or failed), else the job's
  * last change (updated_at); compensations.late_by is the one or the
  * other.  Neither for rejected: not a race.  Read before the attempt's
- * own update (which sets finished_at again).  ON
+ * own update (which sets finished_at again).  logged_at is $8, the clock
+ * read just before, or the job's last change when a transaction that
+ * began after that read changed the job before this statement's snapshot
+ * (its now() is then later): so a row is never fenced or won after it was
+ * logged (late_by and logged_at - fenced_at >= 0), however long the gap
+ * (a loaded server).  ON
  * CONFLICT: the one row per attempt (race_log_attempt_id) is never
  * written twice.
  */
@@ -169,13 +174,13 @@ static IjPlan log_race = {
 	" winner_attempt_id, expected_version, found_version, reason, result_sha256,"
 	" result_bytes, late_by, provider, intent, idempotency_key, winner_provider,"
 	" dropped_result, fenced_at, owner_hash)"
-	" SELECT t.now, j.id, a.owner_id, a.id, j.completed_by, a.read_version, j.version,"
+	" SELECT GREATEST(t.now, j.updated_at), j.id, a.owner_id, a.id, j.completed_by, a.read_version, j.version,"
 	" CASE WHEN $6 THEN 'rejected'::pg_catalog.text"
 	" WHEN j.completed_by IS NULL THEN 'version_moved'::pg_catalog.text"
 	" ELSE 'slot_taken'::pg_catalog.text END,"
 	" $3, $4,"
 	" CASE WHEN NOT $6 AND j.completed_by IS NOT NULL"
-	"  THEN t.now OPERATOR(pg_catalog.-) j.completed_at END,"
+	"  THEN GREATEST(t.now, j.updated_at) OPERATOR(pg_catalog.-) j.completed_at END,"
 	" a.provider, j.intent, j.idempotency_key,"
 	" (SELECT w.provider FROM idemjob.attempts w"
 	"  WHERE w.id OPERATOR(pg_catalog.=) j.completed_by" IJ_ROUTE("w.", 7) "),"
