@@ -529,6 +529,25 @@ rows_placed "... every row still in the shard Citus computes for its owner_hash"
 # copies into the shards pass the shards' guards, which read their own
 # shard group only (docs/scaling.md "Moving onto Citus")
 ij_log "one server's rows restored into a distributed install"
+# restore_into DB SHARDS HOW SQL DIR: DB made afresh, distributed into SHARDS
+# shards, and loaded as the docs say (step 5 of "Moving onto Citus") by HOW:
+# "psql -f" from the plain dump SQL, "pg_restore -j 2" from the -Fd dump DIR
+# (every table side by side: a certification may come before its contract,
+# on every node, and the guards wait for it).  Its output in $out; returns 2
+# when DB cannot be made.
+restore_into() {
+	if ! { ij_citus_db "$1" && PGDATABASE=$1 ij_citus_psql "$base" -c "CREATE EXTENSION idemjob" \
+		-c "SELECT idemjob.distribute(shard_count => $2)" >/dev/null; }; then
+		out="could not make the distributed database $1"
+		return 2
+	fi
+	if [ "$3" = "psql -f" ]; then
+		out=$(q -d "$1" -f "$4" 2>&1)
+	else
+		out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
+			--exit-on-error -d "$1" "$5" 2>&1)
+	fi
+}
 plain=idemjob_plain
 counts="SELECT (SELECT count(*) FROM idemjob.jobs) || ' ' || (SELECT count(*) FROM idemjob.attempts) || ' '
 	|| (SELECT count(*) FROM idemjob.race_log) || ' ' || (SELECT count(*) FROM idemjob.spent_keys) || ' '
@@ -546,20 +565,9 @@ if q -d postgres -c "CREATE DATABASE $plain" >/dev/null && q -d $plain -c "CREAT
 	j6=$(q -d $plain -c "SELECT id FROM idemjob.jobs WHERE owner_id = 'r6'")
 	for how in "psql -f" "pg_restore -j 2"; do
 		rdb=idemjob_restored_${how%% *}
-		if ! { ij_citus_db $rdb && PGDATABASE=$rdb ij_citus_psql "$base" -c "CREATE EXTENSION idemjob" \
-			-c "SELECT idemjob.distribute(shard_count => 8)" >/dev/null; }; then
-			not_ok "$how into a distributed install" "could not make the distributed database $rdb"
-			continue
-		fi
-		if [ "$how" = "psql -f" ]; then
-			out=$(q -d $rdb -f "$dump/plain.sql" 2>&1)
-		else
-			# every table side by side: a certification may come before its
-			# contract, on every node (the guards wait for it)
-			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
-				--exit-on-error -d $rdb "$dump/dir" 2>&1)
-		fi
+		restore_into $rdb 8 "$how" "$dump/plain.sql" "$dump/dir"
 		rc=$?
+		[ $rc = 2 ] && { not_ok "$how into a distributed install" "$out"; continue; }
 		if [ $rc = 0 ] && [ "$(q -d $rdb -c "$counts")" = "$source_counts" ]; then
 			ok "$how: every row of the one-server dump restored into the distributed install ($source_counts)"
 		else
@@ -608,18 +616,9 @@ if ij_as_postgres "$PG_BIN/pg_dump" -h "$IJ_CITUS_DIR" -p "$base" -U postgres --
 		"SELECT $(grep -c '^COPY ' "$dump/dist.sql") || ' ' || $(grep -c '^COPY idemjob\.[a-z_]*_[0-9]* ' "$dump/dist.sql")" "10 0"
 	for how in "psql -f" "pg_restore -j 2"; do
 		rdb=idemjob_redist_${how%% *}
-		if ! { ij_citus_db $rdb && PGDATABASE=$rdb ij_citus_psql "$base" -c "CREATE EXTENSION idemjob" \
-			-c "SELECT idemjob.distribute(shard_count => 4)" >/dev/null; }; then
-			not_ok "$how: a distributed dump into a distributed install" "could not make $rdb"
-			continue
-		fi
-		if [ "$how" = "psql -f" ]; then
-			out=$(q -d $rdb -f "$dump/dist.sql" 2>&1)
-		else
-			out=$(ij_as_postgres "$PG_BIN/pg_restore" -h "$IJ_CITUS_DIR" -p "$base" -U postgres -j 2 \
-				--exit-on-error -d $rdb "$dump/dir" 2>&1)
-		fi
+		restore_into $rdb 4 "$how" "$dump/dist.sql" "$dump/dir"
 		rc=$?
+		[ $rc = 2 ] && { not_ok "$how: a distributed dump into a distributed install" "$out"; continue; }
 		got=$(sums $rdb)
 		if [ $rc = 0 ] && [ "$got" = "$want" ]; then
 			ok "$how: a distributed install's dump restored into an install of 4 shards (the source has 8), every table's rows the same"
